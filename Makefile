@@ -1,0 +1,73 @@
+# bankml: plain GNU make. `make` builds ./bankml, `make test` runs every test,
+# `make check-asan` the same suite under AddressSanitizer and UBSan, `make bench` the benchmarks.
+CXX      ?= g++
+OPT      ?= -O2
+CXXFLAGS ?= $(OPT) -g
+# Baseline x86-64 on purpose: faster instruction sets are chosen at run time per function.
+BASEFLAGS := -std=c++20 -Wall -Wextra -pthread -Isrc -Itests -MMD -MP
+LDFLAGS  ?=
+# libstdc++/libgcc static, glibc dynamic: a fully static binary crashes when it dlopens the Vulkan loader.
+LINKFLAGS := -static-libstdc++ -static-libgcc -pthread
+LDLIBS   := -ldl
+
+BUILD    ?= build
+SRCS     := $(shell find src -name '*.cpp' | sort)
+TSRCS    := $(sort $(wildcard tests/*.cpp))
+OBJS     := $(SRCS:%.cpp=$(BUILD)/%.o)
+TOBJS    := $(TSRCS:%.cpp=$(BUILD)/%.o)
+MAINOBJ  := $(BUILD)/bankml.o
+TESTBIN  := $(BUILD)/bankml_tests
+
+ASANBUILD := build-asan
+ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+VULKAN_H := $(firstword $(wildcard /usr/include/vulkan/vulkan.h /usr/local/include/vulkan/vulkan.h))
+
+.PHONY: all test check-asan bench run clean vulkan-headers
+all: bankml
+
+# The Vulkan headers are the one build-time package: install them when we can, else say how.
+vulkan-headers:
+ifeq ($(VULKAN_H),)
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "bankml: installing the Vulkan headers (libvulkan-dev)"; \
+	  (apt-get install -y -qq libvulkan-dev >/dev/null 2>&1 || (apt-get update -qq && apt-get install -y -qq libvulkan-dev >/dev/null)) \
+	  || { echo "bankml: could not install libvulkan-dev; run: sudo apt-get install -y libvulkan-dev" >&2; exit 1; }; \
+	else echo "bankml: the Vulkan headers are missing; run: sudo apt-get install -y libvulkan-dev" >&2; exit 1; fi
+endif
+
+bankml: $(MAINOBJ) $(OBJS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
+
+$(BUILD)/%.o: %.cpp | vulkan-headers
+	@mkdir -p $(dir $@)
+	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(TESTBIN): $(TOBJS) $(OBJS)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
+
+# T=pattern runs only the tests whose names contain the pattern. The binary is needed by CLI tests.
+test: bankml $(TESTBIN)
+	BANKML_BIN=$(CURDIR)/bankml ./$(TESTBIN) $(T)
+
+check-asan:
+	$(MAKE) BUILD=$(ASANBUILD) CXXFLAGS="$(ASANFLAGS)" LDFLAGS="-fsanitize=address,undefined" \
+	  LINKFLAGS="-pthread" $(ASANBUILD)/bankml_tests $(ASANBUILD)/bankml-asan
+	ASAN_OPTIONS=detect_leaks=1:suppressions=$(CURDIR)/tests/asan.supp LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  BANKML_BIN=$(CURDIR)/$(ASANBUILD)/bankml-asan BANKML_ASAN=1 ./$(ASANBUILD)/bankml_tests $(T)
+
+$(ASANBUILD)/bankml-asan: $(ASANBUILD)/bankml.o $(SRCS:%.cpp=$(ASANBUILD)/%.o)
+	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
+
+bench: bankml
+	./bankml bench pool
+	./bankml bench memory
+
+run: bankml
+	./bankml version
+
+clean:
+	rm -rf $(BUILD) $(ASANBUILD) bankml
+
+-include $(shell find $(BUILD) $(ASANBUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,27 @@
+#include "cmd/bench.h"
+
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "core/error.h"
+
+namespace bankml::cmd {
+
+static const SubBench BENCHES[] = {
+    {"none", "placeholder until the first benchmark lands", nullptr},
+};
+
+static int run_bench(const std::vector<std::string>& args) {
+    if (!args.empty() && args[0].size() && args[0][0] != '-') {
+        for (const auto& b : BENCHES)
+            if (args[0] == b.name && b.run) return b.run({args.begin() + 1, args.end()});
+        throw UsageError("unknown benchmark '" + args[0] + "'");
+    }
+    throw UsageError("name a benchmark (see bankml help bench)");
+}
+
+const cli::Command bench_command = {
+    "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
+    "usage: bankml bench SUB [ARGS]\n", run_bench};
+
+}  // namespace bankml::cmd

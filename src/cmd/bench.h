@@ -1,0 +1,15 @@
+// `bankml bench SUB`: the micro-benchmarks each module offers. A module adds one line to BENCHES
+// in bench.cpp; `bankml bench` with no sub-benchmark name benchmarks a model.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace bankml::cmd {
+
+struct SubBench {
+    const char* name;
+    const char* summary;
+    int (*run)(const std::vector<std::string>& args);
+};
+
+}  // namespace bankml::cmd

@@ -1,0 +1,27 @@
+#include <cstdio>
+
+#include "cmd/commands.h"
+#include "core/cpu.h"
+#include "core/error.h"
+
+namespace bankml::cmd {
+
+static int run_version(const std::vector<std::string>& args) {
+    cli::Args a(args, {});
+    std::printf("bankml %s\n", VERSION);
+#if defined(__clang__)
+    std::printf("compiler: clang %s\n", __clang_version__);
+#elif defined(__GNUC__)
+    std::printf("compiler: g++ %s, C++%ld\n", __VERSION__, __cplusplus / 100 % 100);
+#endif
+    std::printf("cpu features: %s\n", cpu_features_string().c_str());
+    return 0;
+}
+
+const cli::Command version_command = {
+    "version", "the version, the compiler, the CPU features and the kernels picked",
+    "usage: bankml version\n\nPrints bankml's version, the compiler that built it, the CPU features detected at run\n"
+    "time (AVX2, FMA, F16C, AVX-512...) and which kernels it picked.\n",
+    run_version};
+
+}  // namespace bankml::cmd
