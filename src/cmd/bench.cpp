@@ -4,11 +4,13 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "quant/bench.h"
 
 namespace bankml::cmd {
 
 static const SubBench BENCHES[] = {
     {"none", "placeholder until the first benchmark lands", nullptr},
+    {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads [--time S] [--quick]", [](const std::vector<std::string>& a) { cli::Args f(a, {{"--time", true}, {"--quick", false}}); return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")}); }},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
