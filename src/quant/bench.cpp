@@ -6,6 +6,7 @@
 #pragma GCC optimize("fp-contract=off")
 #include "quant/bench.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -31,18 +32,24 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Mean microseconds per call of f over about `seconds` (at least two calls, after one warm-up).
+// Microseconds per call of f: the best of five batches of about seconds/5 each (at least one call
+// per batch, after one warm-up call). The best batch is the one least disturbed by the other
+// processes on a shared machine.
 double time_us(double seconds, const std::function<void()>& f) {
     f();
-    int n = 0;
-    auto t0 = Clock::now();
-    double el = 0;
-    do {
-        f();
-        ++n;
-        el = std::chrono::duration<double>(Clock::now() - t0).count();
-    } while (n < 2 || el < seconds);
-    return el / n * 1e6;
+    double best = 1e300;
+    for (int b = 0; b < 5; ++b) {
+        int n = 0;
+        auto t0 = Clock::now();
+        double el = 0;
+        do {
+            f();
+            ++n;
+            el = std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (el < seconds / 5);
+        best = std::min(best, el / n * 1e6);
+    }
+    return best;
 }
 
 #if defined(__x86_64__)
