@@ -52,6 +52,27 @@ double time_us(double seconds, const std::function<void()>& f) {
     return best;
 }
 
+// Two functions timed in alternating batches (best of five each), so that a ratio between them
+// sees the same machine load.
+std::pair<double, double> time_pair(double seconds, const std::function<void()>& fa, const std::function<void()>& fb) {
+    fa();
+    fb();
+    double best[2] = {1e300, 1e300};
+    for (int b = 0; b < 10; ++b) {
+        const auto& f = b % 2 ? fb : fa;
+        int n = 0;
+        auto t0 = Clock::now();
+        double el = 0;
+        do {
+            f();
+            ++n;
+            el = std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (el < seconds / 5);
+        best[b % 2] = std::min(best[b % 2], el / n * 1e6);
+    }
+    return {best[0], best[1]};
+}
+
 #if defined(__x86_64__)
 #define TARGET __attribute__((target("avx2,fma,f16c")))
 TARGET float ggml_shaped_dot(size_t n, const BlockQ1_0* w, const BlockQ8_0* x) {
@@ -179,10 +200,10 @@ int bench_kernels(const KernelBenchOptions& opt) {
         const auto* wq = reinterpret_cast<const BlockQ1_0*>(w.data());
         const auto* xq = reinterpret_cast<const BlockQ8_0*>(x.data());
         double ref = time_us(s / 3, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data(), Path::Reference); });
-        double gg1 = time_us(s, [&] { ggml_shaped_mat(one, wq, sh.rows, sh.cols, xq, 1, y.data()); });
-        double f1 = time_us(s, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
-        double ggn = time_us(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, 1, y.data()); });
-        double fn = time_us(s, [&] { mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        auto [gg1, f1] = time_pair(s, [&] { ggml_shaped_mat(one, wq, sh.rows, sh.cols, xq, 1, y.data()); },
+                                   [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        auto [ggn, fn] = time_pair(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, 1, y.data()); },
+                                   [&] { mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
         char b[5][48];
         double us[5] = {ref, gg1, f1, ggn, fn};
         for (int i = 0; i < 5; ++i) std::snprintf(b[i], sizeof b[i], "%.1f [%.1f]", us[i], gbps(bytes, us[i]));
@@ -235,10 +256,10 @@ int bench_kernels(const KernelBenchOptions& opt) {
             std::vector<float> y(sh.rows * nc);
             const auto* wq = reinterpret_cast<const BlockQ1_0*>(w1.data());
             const auto* xq = reinterpret_cast<const BlockQ8_0*>(x.data());
-            double gg = time_us(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, nc, y.data()); }) / double(nc);
-            double f = time_us(s, [&] {
-                mat_mat_par(all, WeightType::Q1_0, w1.data(), sh.rows, sh.cols, x.data(), nc, y.data());
-            }) / double(nc);
+            auto [gg, f] = time_pair(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, nc, y.data()); },
+                                     [&] { mat_mat_par(all, WeightType::Q1_0, w1.data(), sh.rows, sh.cols, x.data(), nc, y.data()); });
+            gg /= double(nc);
+            f /= double(nc);
             double r2 = nc > 8 ? 0.0 : time_us(s / 3, [&] {
                 mat_mat_par(all, WeightType::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data(), Path::Reference);
             }) / double(nc);

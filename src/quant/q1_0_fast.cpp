@@ -18,10 +18,23 @@
 
 namespace bankml::quant::detail {
 
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
+void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni) {
     const size_t n = cols / QK8_0 * ncols;
     p.d.resize(n);
     for (size_t i = 0; i < n; ++i) p.d[i] = f16_to_f32(x[i].d);
+    p.vnni = vnni;
+    if (!vnni) return;
+    p.has_m128.assign(ncols, 0);
+    p.neg_lane_sums.resize(n * 8);
+    for (size_t i = 0; i < n; ++i)
+        for (size_t lane = 0; lane < 8; ++lane) {
+            int32_t t = 0;
+            for (size_t e = lane * 4; e < lane * 4 + 4; ++e) {
+                t += x[i].qs[e];
+                if (x[i].qs[e] == -128) p.has_m128[i / (cols / QK8_0)] = 1;
+            }
+            p.neg_lane_sums[i * 8 + lane] = -t;
+        }
 }
 
 // Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
@@ -96,6 +109,36 @@ TARGET static void dot4_decoded(size_t nb, const uint8_t* masks, const float* d0
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
+// AVX-VNNI, four rows against one column. With a = 2 where a weight's bit is set and 0 where
+// clear, vpdpbusd(-T, a, q) = 2 * sum(set q) - sum(all q) = sum(+-q) exactly, lane by lane (the
+// same four bytes per lane); every float step is dot4_decoded's. Valid for columns without a
+// -128 quant (the reference's -(-128) wraps to -128; this identity would give +128).
+__attribute__((target("avx2,fma,f16c,avxvnni"))) static void dot4_vnni(size_t nb, const uint8_t* twos,
+                                                                        const float* d0s, const BlockQ8_0* x,
+                                                                        const int32_t* negt, const float* xd,
+                                                                        float* out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t mstride = nb * 128;
+    for (size_t ib = 0; ib < nb; ++ib) {
+        __m256 ab[4];
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256i q = _mm256_loadu_si256((const __m256i*)x[ib * 4 + k].qs);
+            const __m256i nt = _mm256_loadu_si256((const __m256i*)(negt + (ib * 4 + k) * 8));
+            const __m256 d1 = _mm256_set1_ps(xd[ib * 4 + k]);
+#pragma GCC unroll 4
+            for (size_t j = 0; j < 4; ++j) {
+                const __m256i a = _mm256_loadu_si256((const __m256i*)(twos + j * mstride + ib * 128 + k * 32));
+                const __m256 s = _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(nt, a, q));
+                ab[j] = k == 0 ? _mm256_mul_ps(d1, s) : _mm256_fmadd_ps(d1, s, ab[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab[j], acc[j]);
+    }
+    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+}
+
 TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
                            size_t ncols, float* y, size_t ldy) {
     const auto* wb = static_cast<const BlockQ1_0*>(w);
@@ -107,21 +150,29 @@ TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, con
     }
     // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights) and
     // run every column over them; a short last group repeats its last row.
-    std::vector<uint8_t> masks(4 * nb * 128);
+    std::vector<uint8_t> masks(4 * nb * 128), twos(p.vnni ? 4 * nb * 128 : 0);
     std::vector<float> d0s(4 * nb);
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
             const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
             for (size_t ib = 0; ib < nb; ++ib) {
                 d0s[j * nb + ib] = _cvtsh_ss(row[ib].d);
-                for (size_t k = 0; k < 4; ++k)
-                    _mm256_storeu_si256((__m256i*)(masks.data() + j * nb * 128 + ib * 128 + k * 32),
-                                        signs(row[ib].qs + 4 * k));
+                for (size_t k = 0; k < 4; ++k) {
+                    const size_t at = j * nb * 128 + ib * 128 + k * 32;
+                    const __m256i sg = signs(row[ib].qs + 4 * k);
+                    _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
+                    if (p.vnni)  // +1 -> 2, -1 -> 0
+                        _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, _mm256_set1_epi8(1)));
+                }
             }
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[4];
-            dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, p.d.data() + c * nbx, out);
+            if (p.vnni && !p.has_m128[c])
+                dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, p.neg_lane_sums.data() + c * nbx * 8,
+                          p.d.data() + c * nbx, out);
+            else
+                dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, p.d.data() + c * nbx, out);
             for (size_t j = 0; j < 4 && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
         }
     }
