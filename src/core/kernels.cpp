@@ -22,7 +22,7 @@ bool fast_kernels() {
 }
 
 std::string kernels_description() {
-    if (fast_kernels()) return "avx2+fma+f16c";
+    if (fast_kernels()) return cpu().avxvnni ? "avx2+fma+f16c, avx-vnni for Q1_0 batches" : "avx2+fma+f16c";
     if (forced_scalar()) return "scalar (BANKML_KERNELS=scalar)";
     return "scalar (cpu lacks avx2/fma/f16c)";
 }

@@ -8,7 +8,8 @@ namespace bankml {
 // True when the fast paths run: the CPU has AVX2, FMA and F16C and BANKML_KERNELS is not "scalar".
 // Read once per process.
 bool fast_kernels();
-// "avx2+fma+f16c", "scalar (BANKML_KERNELS=scalar)" or "scalar (cpu lacks avx2/fma/f16c)".
+// "avx2+fma+f16c" (", avx-vnni for Q1_0 batches" where present), "scalar (BANKML_KERNELS=scalar)"
+// or "scalar (cpu lacks avx2/fma/f16c)".
 std::string kernels_description();
 
 }  // namespace bankml
