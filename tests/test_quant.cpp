@@ -227,6 +227,9 @@ TEST(quant_kernels_env_forces_the_reference) {
     if (cpu_has_avx2_fma_f16c()) {
         auto q = bt::run_cmd("BANKML_KERNELS= " + bt::bankml_bin() + " version");
         CHECK(q.out.find("kernels: avx2+fma+f16c") != std::string::npos);
+        auto r = bt::run_cmd("BANKML_KERNELS=avx2 " + bt::bankml_bin() + " version");
+        CHECK(r.out.find("kernels: avx2+fma+f16c (") != std::string::npos);
+        CHECK(r.out.find("vnni for") == std::string::npos);
     }
 }
 
