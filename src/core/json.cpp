@@ -319,7 +319,7 @@ private:
             unsigned char c = (unsigned char)s_[at];
             if (c >= 0x20 && c < 0x7F) what += std::string(" (got '") + char(c) + "')";
             else {
-                char b[16];
+                char b[32];
                 std::snprintf(b, sizeof b, " (got byte 0x%02X)", c);
                 what += b;
             }
