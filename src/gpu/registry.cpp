@@ -114,7 +114,7 @@ static void ask(const Backend& b, std::vector<Device>& devs, std::vector<std::st
         std::vector<Device> found = b.discover();
         if (found.empty()) notes.push_back(std::string(b.name) + ": no devices");
         for (auto& d : found) {
-            if (d.backend.empty()) d.backend = b.name;
+            d.backend = b.name;  // the table's name is the one the report and BANKML_GPU users see
             devs.push_back(std::move(d));
         }
     } catch (const std::exception& e) {

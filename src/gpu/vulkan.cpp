@@ -2,6 +2,9 @@
 #include "gpu/vulkan.h"
 
 #include <dlfcn.h>
+#if defined(__linux__)
+#include <link.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +169,26 @@ void Vk::load_device(VkDevice d) {
     get_device(GetFenceStatus, g, d, "vkGetFenceStatus");
 }
 
+// Keeps every library now mapped (the loader's drivers among them) for the life of the process.
+// The loader unloads a driver when its last instance goes; a driver that registered atexit or
+// thread-local destructors (Mesa, LLVM) then crashes the process at exit, and instance() and
+// compute reload the same driver moments later anyway. It also lets LeakSanitizer name the driver
+// of a leak inside it instead of an unmapped "<unknown module>".
+static void pin_loaded_libraries() {
+#if defined(__linux__) && defined(RTLD_NODELETE) && defined(RTLD_NOLOAD)
+    std::vector<std::string> names;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* out) -> int {
+            if (info->dlpi_name && info->dlpi_name[0]) static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+            return 0;
+        },
+        &names);
+    // RTLD_NOLOAD only promotes the flags of a library already loaded; the handle is not closed
+    // because a pinned library cannot be unloaded anyway.
+    for (const auto& n : names) (void)dlopen(n.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#endif
+}
+
 static bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* name) {
     for (const auto& e : exts)
         if (std::strncmp(e.extensionName, name, VK_MAX_EXTENSION_NAME_SIZE) == 0) return true;
@@ -213,6 +236,7 @@ Instance::Instance() {
     ci.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
     check(vk_.CreateInstance(&ci, nullptr, &inst_), "vkCreateInstance(api " + api_version_string(api_) + ")");
     if (inst_ == VK_NULL_HANDLE) throw Error("vkCreateInstance returned VK_SUCCESS and no instance");
+    pin_loaded_libraries();
     try {
         vk_.load_instance(inst_);
     } catch (...) {
