@@ -219,6 +219,10 @@ TEST(discovery_never_panics) {
     CHECK(allowed.out.find("\"selected\": [0]") != std::string::npos);
     CHECK(allowed.out.find("\"allow_software\": true") != std::string::npos);
     CHECK(allowed.out.find("BANKML_GPU_ALLOW_SOFTWARE=1: software renderers may be selected") != std::string::npos);
+    // Khronos' validation layer, where installed, finds nothing to say about discovery.
+    auto val = bankml_gpu(env + " VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation");
+    CHECK(val.err.find("Validation") == std::string::npos);
+    CHECK(val.out.find("Validation") == std::string::npos);
 }
 
 TEST(vulkan_describes_lavapipe_in_process_and_names_vkresults) {
@@ -329,4 +333,35 @@ TEST(sysfs_records_attach_by_pci_address_then_by_ids) {
     CHECK_EQ(*d.devices[2].sysfs->vram_total, 17163091968ull);
     // The APU in card10 has no device in any backend: said, not dropped silently.
     CHECK(has_note(d.notes, "sysfs: card10 (1002:15d8, amdgpu) has no device in any backend"));
+}
+
+static std::vector<Device> two_h200s() {
+    Device a = dev("NVIDIA H200", Kind::Discrete, 141 * GiB), b = a;
+    a.vendor_id = b.vendor_id = 0x10de;
+    a.device_id = b.device_id = 0x2335;
+    a.backend_index = 0, b.backend_index = 1;
+    return {a, b};
+}
+
+static std::vector<Device> two_h200s_second_knows_its_address() {
+    auto v = two_h200s();
+    v[1].pci_address = "0000:18:00.0";
+    return v;
+}
+
+TEST(identical_cards_pair_off_with_sysfs_one_to_one) {
+    auto root = bt::data_path("sysfs/twins");
+    auto d = gpu::discover_with({{"fixture", two_h200s}}, root);
+    REQUIRE_EQ(d.devices.size(), 2u);
+    REQUIRE(d.devices[0].sysfs && d.devices[1].sysfs);
+    CHECK_EQ(d.devices[0].sysfs->card, "card0");
+    CHECK_EQ(d.devices[1].sysfs->card, "card1");
+    CHECK_EQ(*d.devices[1].sysfs->numa_node, 1);
+    CHECK_EQ(d.devices[1].sysfs->driver, "nvidia");
+    CHECK(d.notes.empty());
+    // The driver's PCI address wins over enumeration order.
+    auto e = gpu::discover_with({{"fixture", two_h200s_second_knows_its_address}}, root);
+    REQUIRE(e.devices[0].sysfs && e.devices[1].sysfs);
+    CHECK_EQ(e.devices[1].sysfs->card, "card0");
+    CHECK_EQ(e.devices[0].sysfs->card, "card1");
 }
