@@ -365,3 +365,14 @@ TEST(identical_cards_pair_off_with_sysfs_one_to_one) {
     CHECK_EQ(e.devices[1].sysfs->card, "card0");
     CHECK_EQ(e.devices[0].sysfs->card, "card1");
 }
+
+TEST(bankml_gpu_help_documents_the_environment_and_bad_flags_exit_2) {
+    auto h = bt::run_cmd(bt::bankml_bin() + " gpu --help");
+    CHECK_EQ(h.code, 0);
+    for (const char* v : {"BANKML_GPU=off", "BANKML_GPU=0,2", "BANKML_GPU_ALLOW_SOFTWARE=1", "BANKML_VULKAN_LOADER", "--remote"})
+        CHECK(h.out.find(v) != std::string::npos);
+    auto bad = bt::run_cmd(bt::bankml_bin() + " gpu --frob");
+    CHECK_EQ(bad.code, 2);
+    CHECK(bad.out.empty());
+    CHECK(bad.err.find("--frob") != std::string::npos);
+}
