@@ -21,6 +21,7 @@ static const Command* const COMMANDS[] = {
     &HELP_CMD,
     &bankml::cmd::version_command,
     &bankml::cmd::bench_command,
+    &bankml::cmd::gpu_command,
 };
 
 static const char* EXIT_CODES =
