@@ -51,7 +51,9 @@ std::string quoted(std::string_view s) {
     size_t n = std::min<size_t>(s.size(), 80);
     for (size_t i = 0; i < n; ++i) {
         unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c < 0x20 || c == 0x7f) {
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c < 0x20 || c == 0x7f) {
             char b[8];
             std::snprintf(b, sizeof b, "\\x%02x", c);
             out += b;
@@ -274,7 +276,7 @@ public:
         uint64_t n = get<uint64_t>([&] { return what() + " length"; });
         if (n > left())
             fail(what() + " length = " + std::to_string(n) + " at offset " + std::to_string(pos_ - 8) +
-                 " runs past the end of the file (" + std::to_string(left()) + " bytes left)");
+                 " runs past the end of the file (" + std::to_string(left()) + " bytes left): truncated or corrupt");
         const uint8_t* p = base_ + pos_;
         pos_ += n;
         return {reinterpret_cast<const char*>(p), size_t(n)};
@@ -302,7 +304,8 @@ void read_array(Cursor& c, Value& v, const W& what, int depth) {
     uint64_t min_each = esz ? esz : (v.elem == ValueType::STR ? 8 : 12);
     if (n > c.left() / min_each)
         c.fail(what() + " count = " + std::to_string(n) + " (" + value_type_name(v.elem) + ") needs at least " +
-               std::to_string(min_each) + " bytes each, only " + std::to_string(c.left()) + " bytes left");
+               std::to_string(min_each) + " bytes each, only " + std::to_string(c.left()) +
+               " bytes left: truncated or corrupt");
     v.count = n;
     v.raw = c.at(c.pos());
     if (esz) {
@@ -361,10 +364,10 @@ void File::parse_all() {
     // The smallest metadata entry is 13 bytes (empty key, type, u8); the smallest tensor info 24.
     if (n_kv > c.left() / 13)
         fail("metadata count = " + std::to_string(n_kv) + " cannot fit in the " + std::to_string(c.left()) +
-             " bytes left");
+             " bytes left: truncated or corrupt");
     if (n_tensors > c.left() / 24)
         fail("tensor count = " + std::to_string(n_tensors) + " cannot fit in the " + std::to_string(c.left()) +
-             " bytes left");
+             " bytes left: truncated or corrupt");
 
     kvs_.resize(n_kv);
     std::unordered_set<std::string_view> keys;
@@ -436,7 +439,8 @@ void File::parse_all() {
     for (Tensor& t : tensors_) {
         if (t.offset > data_size || t.nbytes > data_size - t.offset)
             fail("tensor " + quoted(t.name) + " offset = " + std::to_string(t.offset) + " + " + std::to_string(t.nbytes) +
-                 " bytes runs past the end of the data section (" + std::to_string(data_size) + " bytes)");
+                 " bytes runs past the end of the data section (" + std::to_string(data_size) +
+                 " bytes): truncated or corrupt");
         t.data = base_ + data_offset_ + t.offset;
     }
     std::vector<size_t> order(tensors_.size());
