@@ -22,6 +22,8 @@ static const Command* const COMMANDS[] = {
     &bankml::cmd::version_command,
     &bankml::cmd::bench_command,
     &bankml::cmd::gpu_command,
+    &bankml::cmd::info_command,
+    &bankml::cmd::synth_command,
 };
 
 static const char* EXIT_CODES =
