@@ -1,6 +1,7 @@
 // The GPU registry: selection on constructed device lists, BANKML_GPU in every form, discovery that
 // never crashes (no loader, a loader without a driver, lavapipe), sysfs from fixture trees, and the
 // `bankml gpu` report.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
@@ -513,4 +514,64 @@ TEST(bankml_gpu_report_has_the_documented_fields) {
         CHECK(keys(d) == DEVICE_FIELDS);
         if (!d["sysfs"].is_null()) CHECK(keys(d["sysfs"]) == SYSFS_FIELDS);
     }
+}
+
+// The entry-point table compute builds on: the long-lived instance, validation, and every
+// device-level function loaded for a real device (lavapipe), which is then destroyed cleanly.
+TEST(vulkan_instance_and_device_table_load_on_lavapipe) {
+    std::string icd = lavapipe_icd();
+    if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
+    EnvVar a("VK_ICD_FILENAMES", icd.c_str()), b("VK_DRIVER_FILES", icd.c_str()), c("BANKML_VULKAN_LOADER", nullptr);
+    std::optional<gpu::vulkan::Instance> inst;
+    try {
+        inst.emplace(true);
+    } catch (const std::exception& e) {
+        SKIP(std::string("no Vulkan loader usable here: ") + e.what());
+    }
+    const auto& vk = inst->vk();
+    auto pds = inst->physical_devices();
+    REQUIRE_EQ(pds.size(), 1u);
+    uint32_t nq = 0;
+    vk.GetPhysicalDeviceQueueFamilyProperties(pds[0], &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    vk.GetPhysicalDeviceQueueFamilyProperties(pds[0], &nq, qf.data());
+    uint32_t family = nq;
+    for (uint32_t i = 0; i < nq; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = std::min(family, i);
+    REQUIRE(family < nq);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    qi.queueFamilyIndex = family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &prio;
+    VkDeviceCreateInfo di{};
+    di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    VkDevice device = VK_NULL_HANDLE;
+    gpu::vulkan::check(vk.CreateDevice(pds[0], &di, nullptr, &device), "vkCreateDevice(llvmpipe)");
+    gpu::vulkan::Vk dvk = vk;
+    dvk.load_device(device);
+    CHECK(dvk.QueueSubmit != nullptr);
+    CHECK(dvk.CreateComputePipelines != nullptr);
+    CHECK(dvk.CmdDispatch != nullptr);
+    CHECK(dvk.GetQueryPoolResults != nullptr);
+    VkQueue q = VK_NULL_HANDLE;
+    dvk.GetDeviceQueue(device, family, 0, &q);
+    CHECK(q != VK_NULL_HANDLE);
+    gpu::vulkan::check(dvk.DeviceWaitIdle(device), "vkDeviceWaitIdle");
+    dvk.DestroyDevice(device, nullptr);
+    // Where Khronos' layer is installed (CI installs it) validation is on, and silent.
+    if (std::filesystem::exists("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"))
+        CHECK(inst->validation());
+    CHECK(gpu::vulkan::validation_messages().empty());
+    CHECK_THROWS(gpu::vulkan::Vk().load_device(device), "before load_instance");
+
+    // The long-lived instance is one object for the process.
+    const auto& i1 = gpu::vulkan::instance();
+    const auto& i2 = gpu::vulkan::instance();
+    CHECK(&i1 == &i2);
+    auto d = gpu::vulkan::describe(i1, i1.physical_devices().at(0), 0);
+    CHECK(d.kind == Kind::Cpu);
 }
