@@ -317,13 +317,17 @@ Instance::~Instance() {
 }
 
 std::vector<VkPhysicalDevice> Instance::physical_devices() const {
-    uint32_t n = 0;
-    check(vk_.EnumeratePhysicalDevices(inst_, &n, nullptr), "vkEnumeratePhysicalDevices(count)");
-    std::vector<VkPhysicalDevice> v(n);
-    // VK_INCOMPLETE: a device vanished between the calls; the ones written are still valid.
-    check(vk_.EnumeratePhysicalDevices(inst_, &n, v.data()), "vkEnumeratePhysicalDevices", true);
-    v.resize(n);
-    return v;
+    // VK_INCOMPLETE: a device appeared between the two calls (a hot-plugged card); ask again.
+    for (int attempt = 0;; attempt++) {
+        uint32_t n = 0;
+        check(vk_.EnumeratePhysicalDevices(inst_, &n, nullptr), "vkEnumeratePhysicalDevices(count)");
+        std::vector<VkPhysicalDevice> v(n);
+        VkResult r = vk_.EnumeratePhysicalDevices(inst_, &n, v.data());
+        if (r == VK_INCOMPLETE && attempt < 3) continue;
+        check(r, "vkEnumeratePhysicalDevices", true);  // still incomplete: the ones written are valid
+        v.resize(n);
+        return v;
+    }
 }
 
 const Instance& instance() {
