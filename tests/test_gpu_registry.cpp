@@ -219,6 +219,8 @@ TEST(discovery_never_panics) {
     if (!note_has(nodrv.v["notes"], "no Vulkan loader")) {
         // The loader either refuses the instance or finds no device; either way it is said.
         CHECK(note_has(nodrv.v["notes"], "vkCreateInstance(api ") || note_has(nodrv.v["notes"], "vulkan: no devices"));
+        if (note_has(nodrv.v["notes"], "VK_ERROR_INCOMPATIBLE_DRIVER"))
+            CHECK(note_has(nodrv.v["notes"], "VK_LOADER_DEBUG=error,warn shows why"));
         CHECK_EQ(nodrv.v["devices"].size(), 0u);
     }
     // lavapipe: listed as Cpu, not usable, never selected unless allowed.

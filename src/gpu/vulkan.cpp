@@ -287,7 +287,14 @@ Instance::Instance(bool validation) {
     }
     ci.enabledExtensionCount = uint32_t(exts.size());
     ci.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
-    check(vk_.CreateInstance(&ci, nullptr, &inst_), "vkCreateInstance(api " + api_version_string(api_) + ")");
+    VkResult created = vk_.CreateInstance(&ci, nullptr, &inst_);
+    if (created == VK_ERROR_INCOMPATIBLE_DRIVER)
+        // What the loader answers when no driver loads at all (none installed, or one missing a
+        // library of its own, as NVIDIA's ICD without libGLdispatch): say where to look.
+        throw Error("vkCreateInstance(api " + api_version_string(api_) +
+                    ") failed: VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver could be loaded; "
+                    "VK_LOADER_DEBUG=error,warn shows why)");
+    check(created, "vkCreateInstance(api " + api_version_string(api_) + ")");
     if (inst_ == VK_NULL_HANDLE) throw Error("vkCreateInstance returned VK_SUCCESS and no instance");
     pin_loaded_libraries();
     try {
