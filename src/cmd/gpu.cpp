@@ -21,7 +21,8 @@ const cli::Command gpu_command = {
     "and in what order, notes on why a backend found nothing, and where the Q1_0, Q2_0 and F16\n"
     "products would run. Exit code 0 with or without a card. docs/modules/gpu.md names every field.\n"
     "\n"
-    "  --remote   also list rented GPUs (listed only: never selected, started or paid for)\n"
+    "  --remote   also list rented GPUs (listed only: never selected, started or paid for): Hugging\n"
+    "             Face's Jobs hardware, read with the system curl; why there are none goes in notes\n"
     "\n"
     "Only integrated and discrete cards with a compute queue are used, discrete first, then by\n"
     "device-local memory, largest first. Software renderers (llvmpipe, SwiftShader) are listed, never\n"
@@ -33,7 +34,8 @@ const cli::Command gpu_command = {
     "                        a value that is neither is reported in notes and selects no GPU\n"
     "  BANKML_GPU_ALLOW_SOFTWARE=1   lets a software renderer be selected (testing on CI only)\n"
     "  BANKML_VULKAN_LOADER=PATH     the Vulkan loader library to open instead of libvulkan.so.1\n"
-    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n",
+    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n"
+    "  BANKML_HF_TIMEOUT=SECONDS     curl's time limit for --remote (default 20)\n",
     run_gpu};
 
 }  // namespace bankml::cmd
