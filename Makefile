@@ -63,6 +63,7 @@ $(ASANBUILD)/bankml-asan: $(ASANBUILD)/bankml.o $(SRCS:%.cpp=$(ASANBUILD)/%.o)
 bench: bankml
 	./bankml bench pool
 	./bankml bench memory
+	./bankml bench kernels
 
 run: bankml
 	./bankml version

@@ -5,12 +5,15 @@
 #include "cmd/commands.h"
 #include "core/error.h"
 #include "par/bench.h"
+#include "quant/bench.h"
 
 namespace bankml::cmd {
 
 static const SubBench BENCHES[] = {
     {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
     {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
+    {"none", "placeholder until the first benchmark lands", nullptr},
+    {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads [--time S] [--quick]", [](const std::vector<std::string>& a) { cli::Args f(a, {{"--time", true}, {"--quick", false}}); return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")}); }},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
