@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/f16.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/synth.h"
@@ -29,19 +30,6 @@ synth::Spec tiny(Type t, uint64_t seed) {
     s.type = t;
     s.seed = seed;
     return s;
-}
-
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0) v = std::ldexp(float(m), -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = std::ldexp(float(m | 0x400), int(e) - 25);
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-    std::memcpy(&v, &bits, 4);
-    return v;
 }
 
 }  // namespace
@@ -144,7 +132,7 @@ TEST(synth_reader_reads_back_every_tensor_with_the_promised_scale) {
                 int per = t == Type::Q1_0 ? 128 : 64;
                 for (int64_t b = 0; b < k / per; ++b) {
                     const uint8_t* blk = row + 18 * b;
-                    float d = f16_to_f32(uint16_t(blk[0] | blk[1] << 8));
+                    float d = bankml::f16_to_f32(uint16_t(blk[0] | blk[1] << 8));
                     double lo = (t == Type::Q1_0 ? 1.0 : std::sqrt(2.0)) / std::sqrt(double(k));
                     CHECK(d >= 0.74 * lo && d <= 1.26 * lo);
                     for (int j = 0; j < per; ++j) {
@@ -161,7 +149,7 @@ TEST(synth_reader_reads_back_every_tensor_with_the_promised_scale) {
             } else {
                 for (int64_t j = 0; j < k; ++j) {
                     float w;
-                    if (t == Type::F16) w = f16_to_f32(uint16_t(row[2 * j] | row[2 * j + 1] << 8));
+                    if (t == Type::F16) w = bankml::f16_to_f32(uint16_t(row[2 * j] | row[2 * j + 1] << 8));
                     else std::memcpy(&w, row + 4 * j, 4);
                     CHECK(std::fabs(w) <= std::sqrt(3.0 / double(k)) * 1.001);
                     sum2 += double(w) * w;
@@ -339,27 +327,6 @@ TEST(gguf_writer_round_trips_every_value_type_and_alignment) {
     }
     CHECK_EQ(f2.find_kv("n")->summary(5), nv->summary(5));
     CHECK_THROWS(w2.write("/nonexistent-dir/x.gguf"), "fopen(/nonexistent-dir/x.gguf.part) failed");
-}
-
-TEST(synth_f16_conversion_rounds_to_nearest_even) {
-    CHECK_EQ(synth::f32_to_f16(1.0f), 0x3c00);
-    CHECK_EQ(synth::f32_to_f16(-2.0f), 0xc000);
-    CHECK_EQ(synth::f32_to_f16(65504.0f), 0x7bff);
-    CHECK_EQ(synth::f32_to_f16(65520.0f), 0x7c00);  // the midpoint to 65536 rounds to even: infinity
-    CHECK_EQ(synth::f32_to_f16(0.1f), 0x2e66);
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units: tie to even 2
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);
-    CHECK_EQ(synth::f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie: even mantissa
-    CHECK_EQ(synth::f32_to_f16(1.0f + std::ldexp(3.0f, -11)), 0x3c02);
-    CHECK_EQ(synth::f32_to_f16(INFINITY), 0x7c00);
-    CHECK_EQ(synth::f32_to_f16(NAN) & 0x7e00, 0x7e00);
-    // Every finite half converts back to itself.
-    int bad = 0;
-    for (uint32_t h = 0; h < 0x10000; ++h)
-        if ((h & 0x7c00) != 0x7c00 && synth::f32_to_f16(f16_to_f32(uint16_t(h))) != h) ++bad;
-    CHECK_EQ(bad, 0);
 }
 
 TEST(synth_and_info_commands) {
