@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/f16.h"
+#include "core/json.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/synth.h"
@@ -377,4 +378,44 @@ TEST(synth_and_info_commands) {
     CHECK_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
     r = bt::run_cmd(bin + " info");
     CHECK_EQ(r.code, 2);
+}
+
+TEST(info_json_lists_metadata_and_tensors) {
+    std::string bin = bt::bankml_bin(), dir = bt::temp_dir();
+    auto r = bt::run_cmd(bin + " info --json " + bt::data_path("tiny-q2_0.gguf"));
+    REQUIRE_EQ(r.code, 0);
+    json::Value d = json::parse(r.out);
+    CHECK_EQ(d["version"].as_int(), 3);
+    CHECK_EQ(d["data_offset"].as_int(), 24000);
+    CHECK_EQ(d["metadata"]["general.architecture"].as_string(), std::string("qwen3"));
+    CHECK_EQ(d["metadata"]["qwen3.embedding_length"].as_int(), 256);
+    CHECK_EQ(d["metadata"]["qwen3.rope.freq_base"].as_double(), 1e6);
+    CHECK_EQ(d["metadata"]["tokenizer.ggml.add_bos_token"].as_bool(), false);
+    const json::Value& toks = d["metadata"]["tokenizer.ggml.tokens"];
+    CHECK_EQ(toks["element_type"].as_string(), std::string("str"));
+    CHECK_EQ(toks["count"].as_int(), 1024);
+    CHECK_EQ(toks["first"].size(), 5u);
+    CHECK_EQ(toks["first"][0].as_string(), std::string("\xc4\x80"));
+    REQUIRE_EQ(d["tensors"].size(), 25u);
+    const json::Value& t = d["tensors"][24];
+    CHECK_EQ(t["name"].as_string(), std::string("output.weight"));
+    CHECK_EQ(t["type"].as_string(), std::string("q2_0"));
+    CHECK(t["shape"] == json::parse("[256, 1024]"));
+    CHECK_EQ(t["bytes"].as_int(), 256 * 1024 / 64 * 18);
+    CHECK_EQ(d["parameters"].as_int(), 2098688);
+
+    // Short arrays appear whole, with every value type.
+    gguf::Writer w;
+    std::vector<int32_t> is = {-1, 0, 7};
+    w.add_i32_array("ints", is);
+    w.add_u64("big", ~uint64_t(0));
+    w.add_f32("x", 0.5f);
+    w.write(dir + "/s.gguf");
+    r = bt::run_cmd(bin + " info --json " + dir + "/s.gguf");
+    REQUIRE_EQ(r.code, 0);
+    d = json::parse(r.out);
+    CHECK(d["metadata"]["ints"]["values"] == json::parse("[-1, 0, 7]"));
+    CHECK_EQ(d["metadata"]["big"].as_uint(), ~uint64_t(0));
+    CHECK_EQ(d["metadata"]["x"].as_double(), 0.5);
+    CHECK_EQ(d["tensors"].size(), 0u);
 }
