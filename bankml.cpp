@@ -21,6 +21,9 @@ static const Command* const COMMANDS[] = {
     &HELP_CMD,
     &bankml::cmd::version_command,
     &bankml::cmd::bench_command,
+    &bankml::cmd::gpu_command,
+    &bankml::cmd::info_command,
+    &bankml::cmd::synth_command,
 };
 
 static const char* EXIT_CODES =

@@ -4,11 +4,13 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "par/bench.h"
 
 namespace bankml::cmd {
 
 static const SubBench BENCHES[] = {
-    {"none", "placeholder until the first benchmark lands", nullptr},
+    {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
+    {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
@@ -22,6 +24,9 @@ static int run_bench(const std::vector<std::string>& args) {
 
 const cli::Command bench_command = {
     "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
-    "usage: bankml bench SUB [ARGS]\n", run_bench};
+    "usage: bankml bench SUB [ARGS]\n\n"
+    "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
+    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n",
+    run_bench};
 
 }  // namespace bankml::cmd

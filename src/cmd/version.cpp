@@ -2,6 +2,7 @@
 
 #include "cmd/commands.h"
 #include "core/cpu.h"
+#include "core/kernels.h"
 #include "core/error.h"
 
 namespace bankml::cmd {
@@ -15,6 +16,7 @@ static int run_version(const std::vector<std::string>& args) {
     std::printf("compiler: g++ %s, C++%ld\n", __VERSION__, __cplusplus / 100 % 100);
 #endif
     std::printf("cpu features: %s\n", cpu_features_string().c_str());
+    std::printf("kernels: %s (f16, q8_0, q1_0, q2_0, f16 products)\n", kernels_description().c_str());
     return 0;
 }
 

@@ -1,0 +1,36 @@
+// Matrix products of GGUF weights by activation columns: y = W x, with ggml's x86 bits.
+//
+// Weights: `rows` rows of `cols` weights, row-major as GGUF stores them (Q1_0 / Q2_0 blocks, or
+// f16 values). Activations: one column is `act_bytes(t, cols)` bytes: Q8_0 blocks for Q1_0 and
+// Q2_0 weights, the f32 column rounded to f16 for F16 weights (ggml's vec_dot_type); make it with
+// prepare_activations. Every output element is the reference dot product of its row and column
+// (dot.h), whichever path, thread count or batch size computes it.
+#pragma once
+#include <cstddef>
+
+#include "par/pool.h"
+#include "quant/blocks.h"
+#include "quant/path.h"
+
+namespace bankml::quant {
+
+// Turns ncols f32 columns (each `cols` floats, consecutive) into activation columns for weights of
+// type t: Q8_0 (quantize_row_q8_0) or f16 (round to nearest even). out: ncols * act_bytes(t, cols).
+void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols, void* out,
+                         Path path = Path::Auto);
+
+// y[r] = row r . x for r in [0, rows). One thread.
+void mat_vec(WeightType t, const void* w, size_t rows, size_t cols, const void* x, float* y,
+             Path path = Path::Auto);
+// The same on the pool (rows shared in chunks of par::CHUNK_ROWS); same bits at any thread count.
+void mat_vec_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
+                 float* y, Path path = Path::Auto);
+
+// Several columns (a prompt): x holds ncols activation columns one after another; output column c
+// is y[c * rows .. c * rows + rows). Each element has the same bits as mat_vec of that column.
+void mat_mat(WeightType t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols, float* y,
+             Path path = Path::Auto);
+void mat_mat_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
+                 size_t ncols, float* y, Path path = Path::Auto);
+
+}  // namespace bankml::quant
