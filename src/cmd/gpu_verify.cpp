@@ -1,37 +1,26 @@
 #include "cmd/gpu_verify.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
 #include "gpu/compute.h"
+#include "gpu/gpu.h"
 #include "gpu/kernels.h"
 
 namespace bankml::cmd {
 
 namespace {
 
-bool env_is(const char* name, std::initializer_list<const char*> values) {
-    const char* v = std::getenv(name);
-    if (!v) return false;
-    for (const char* x : values)
-        if (std::strcmp(v, x) == 0) return true;
-    return false;
-}
-
-// The cards to verify: usable Vulkan devices (integrated and discrete; software renderers only
-// with BANKML_GPU_ALLOW_SOFTWARE=1), discrete first; none with BANKML_GPU=off.
-std::vector<gpu::PhysicalDevice> cards() {
-    std::vector<gpu::PhysicalDevice> out;
-    if (env_is("BANKML_GPU", {"off", "none", "cpu"})) return out;
-    bool software = env_is("BANKML_GPU_ALLOW_SOFTWARE", {"1"});
-    auto devs = gpu::Gpu::devices();
-    for (const char* type : {"discrete", "integrated", "cpu"})
-        for (auto& d : devs)
-            if (d.type == type && (d.type != "cpu" || software)) out.push_back(d);
+// The cards to verify: the registry's selection (BANKML_GPU, usable cards, discrete first;
+// software renderers only with BANKML_GPU_ALLOW_SOFTWARE=1), Vulkan ones only.
+std::vector<gpu::Device> cards() {
+    std::vector<gpu::Device> out;
+    for (auto& d : gpu::selected(gpu::discover().devices))
+        if (d.backend == "vulkan") out.push_back(d);
     return out;
 }
 
@@ -45,12 +34,20 @@ int gpu_verify(bool full) {
     }
     int rc = 0;
     for (const auto& d : list) {
-        std::printf("%s (device %zu):\n", d.name.c_str(), d.index);
+        std::printf("%s (device %u):\n", d.name.c_str(), d.backend_index);
         std::fflush(stdout);
         try {
-            gpu::Gpu g = gpu::Gpu::open(d.index);
+            gpu::Gpu g = gpu::Gpu::open(d.backend_index);
             gpu::kernels::VerifyOptions opt;
             opt.full = full;
+            // Test hook: BANKML_GPU_TEST_CORRUPT_ROW=N moves row N of every result one ulp, to show
+            // that a card whose output differs is refused (tests/test_gpu_kernels.cpp).
+            if (const char* v = std::getenv("BANKML_GPU_TEST_CORRUPT_ROW")) {
+                size_t row = size_t(std::strtoull(v, nullptr, 10));
+                opt.corrupt = [row](std::vector<float>& out) {
+                    if (row < out.size()) out[row] = std::nextafter(out[row], INFINITY);
+                };
+            }
             for (const auto& line : gpu::kernels::verify_q1_0(g, opt)) std::printf("  %s\n", line.c_str());
             std::printf("  verified: bankml may use this card\n");
         } catch (const std::exception& e) {

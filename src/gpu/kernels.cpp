@@ -7,8 +7,11 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/f16.h"
 #include "gpu/compute.h"
 #include "gpu/spirv.h"
+#include "quant/blocks.h"
+#include "quant/dot.h"
 
 namespace bankml::gpu::kernels {
 
@@ -163,21 +166,6 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> all_modules() {
     return {{"q1_0_mat_vec.spv", q1_0_mat_vec()}, {"q1_0_mat_vec8.spv", q1_0_mat_vec8()}};
 }
 
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = uint32_t(h >> 15) << 31, e = (h >> 10) & 31, mant = h & 1023, bits;
-    if (e == 31) bits = sign | 0x7F800000u | (mant << 13);
-    else if (e) bits = sign | ((e + 112) << 23) | (mant << 13);
-    else if (!mant) bits = sign;
-    else {  // subnormal: normalize
-        int sh = 0;
-        while (!(mant & 1024)) mant <<= 1, ++sh;
-        bits = sign | (uint32_t(113 - sh) << 23) | ((mant & 1023) << 13);
-    }
-    float x;
-    std::memcpy(&x, &bits, 4);
-    return x;
-}
-
 static uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
 
 PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n) {
@@ -216,50 +204,12 @@ PackedAct pack_act(std::span<const uint8_t> q8, size_t n) {
     return a;
 }
 
-// ggml's AVX2 vec_dot_q1_0_q8_0: per block, four 32-element sub-blocks; each of eight f32 lanes
-// takes four consecutive products (maddubs then madd), ab = d1·s on the first sub-block and
-// fma(d1, s, ab) after, then acc = fma(d0, ab, acc); finally hsum_float_8.
-float q1_0_dot_ref(const uint8_t* w, const uint8_t* q8, size_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t b = 0; b < n / Q1_0_BLOCK; ++b) {
-        const uint8_t* blk = w + b * Q1_0_BLOCK_BYTES;
-        float d0 = f16_to_f32(rd16(blk)), ab[8];
-        for (int k = 0; k < 4; ++k) {
-            const uint8_t* qb = q8 + (b * 4 + size_t(k)) * Q8_0_BLOCK_BYTES;
-            float d1 = f16_to_f32(rd16(qb));
-            const int8_t* q = reinterpret_cast<const int8_t*>(qb + 2);
-            for (int j = 0; j < 8; ++j) {
-                int s = 0;
-                for (int t = 0; t < 4; ++t) {
-                    int e = 32 * k + 4 * j + t;
-                    bool plus = (blk[2 + e / 8] >> (e % 8)) & 1;
-                    int8_t x = q[4 * j + t];
-                    s += plus ? x : int8_t(-int(x));  // i8 negation: -(-128) wraps to -128
-                }
-                ab[j] = k == 0 ? d1 * float(s) : std::fma(d1, float(s), ab[j]);
-            }
-        }
-        for (int j = 0; j < 8; ++j) acc[j] = std::fma(d0, ab[j], acc[j]);
-    }
-    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-}
-
 namespace {
 
 struct Case {
     const char* regime;
     size_t rows, n;
 };
-
-uint16_t f32_to_f16_trunc(float x) {  // for test data only: any f16 will do, truncation is fine
-    uint32_t b;
-    std::memcpy(&b, &x, 4);
-    uint32_t sign = (b >> 16) & 0x8000;
-    int e = int((b >> 23) & 255) - 127 + 15;
-    if (e <= 0) return uint16_t(sign);
-    if (e >= 31) return uint16_t(sign | 0x7BFF);
-    return uint16_t(sign | uint32_t(e) << 10 | ((b >> 13) & 1023));
-}
 
 void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std::vector<uint8_t>& q8) {
     bool layer = std::strcmp(c.regime, "layer") == 0;
@@ -273,14 +223,14 @@ void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std
         // per block, as real layers' do, so d0·ab is inexact and the exact FMA matters.
         float d = layer ? 0.02f * std::exp(1.5f * g(rng)) : 0.01f * (1.0f + float(rng() % 1024) / 1024.0f);
         if (rng() % 8 == 0) d = -d;
-        uint16_t h = f32_to_f16_trunc(d);
+        uint16_t h = f32_to_f16(d);
         p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
         for (int k = 2; k < 18; ++k) p[k] = uint8_t(rng());
     }
     for (size_t blk = 0; blk < ab; ++blk) {
         uint8_t* p = &q8[blk * Q8_0_BLOCK_BYTES];
         float d = layer ? std::exp(2.0f * g(rng)) / 127.0f : 0.05f * (1.0f + float(rng() % 1024) / 1024.0f);
-        uint16_t h = f32_to_f16_trunc(d);
+        uint16_t h = f32_to_f16(d);
         p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
         for (int k = 2; k < 34; ++k) {
             uint8_t v = uint8_t(rng());
@@ -317,7 +267,9 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         make_data(rng, c, w, q8);
         std::vector<float> want(c.rows);
         size_t row_bytes = c.n / Q1_0_BLOCK * Q1_0_BLOCK_BYTES;
-        for (size_t r = 0; r < c.rows; ++r) want[r] = q1_0_dot_ref(&w[r * row_bytes], q8.data(), c.n);
+        auto* qw = reinterpret_cast<const quant::BlockQ1_0*>(w.data());
+        auto* qx = reinterpret_cast<const quant::BlockQ8_0*>(q8.data());
+        for (size_t r = 0; r < c.rows; ++r) want[r] = quant::vec_dot_q1_0_ref(c.n, qw + r * row_bytes / Q1_0_BLOCK_BYTES, qx);
         PackedQ1_0 pw = pack_q1_0(w, c.rows, c.n);
         PackedAct pa = pack_act(q8, c.n);
         Buffer bs = gpu.upload<float>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);

@@ -53,14 +53,7 @@ struct PackedAct {
 // q8: n/32 Q8_0 blocks (the activation quantized as ggml quantizes it).
 PackedAct pack_act(std::span<const uint8_t> q8, size_t n);
 
-// IEEE half to float (exact).
-float f16_to_f32(uint16_t h);
-
-// The CPU kernel the card must reproduce: one Q1_0 row · one Q8_0 activation, in the order of
-// ggml's AVX2 vec_dot_q1_0_q8_0 (eight lanes; see kernels.cpp). Checked against ggml's outputs.
-float q1_0_dot_ref(const uint8_t* wrow, const uint8_t* q8, size_t n);
-
-// The on-card oracle: both kernels against the CPU kernel on random weights and activations
+// The on-card oracle: both kernels against the CPU kernel (quant::vec_dot_q1_0_ref) on random weights and activations
 // (with -128 quants), shapes 64×128 up to 12288×4096 (`full`; otherwise small shapes for tests),
 // and a layer-shaped regime. Returns one line per kernel and shape; throws bankml::Error with the
 // reason on the first row that differs. `corrupt` (tests only) may alter the card's output
