@@ -205,3 +205,19 @@ TEST(vulkan_validation_reports_nothing) {
     for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
     CHECK_EQ(msgs.size(), 0u);
 }
+
+TEST(bench_gpu_quick_runs_on_lavapipe) {
+    bool lavapipe = false;
+    for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
+    if (!lavapipe) SKIP("no software renderer here to run the benchmark on");
+    auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
+    CHECK_EQ(r.code, 0);
+    CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
+    CHECK(r.out.find("device copy 8 MiB") != std::string::npos);
+    CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
+    CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
+    CHECK(r.out.find("DIFFER") == std::string::npos);  // the benchmark's results are the CPU's bits too
+    auto none = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " bench gpu --quick");
+    CHECK_EQ(none.code, 0);
+    CHECK(none.out.find("no usable GPU found") != std::string::npos);
+}

@@ -4,6 +4,7 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "gpu/bench.h"
 #include "par/bench.h"
 
 namespace bankml::cmd {
@@ -11,6 +12,7 @@ namespace bankml::cmd {
 static const SubBench BENCHES[] = {
     {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
     {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
+    {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
@@ -26,7 +28,8 @@ const cli::Command bench_command = {
     "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
     "usage: bankml bench SUB [ARGS]\n\n"
     "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
-    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n",
+    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n"
+    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n",
     run_bench};
 
 }  // namespace bankml::cmd
