@@ -1,8 +1,6 @@
 #include "gpu/compute.h"
 
-#define VK_NO_PROTOTYPES
-#include <dlfcn.h>
-#include <vulkan/vulkan.h>
+#include "gpu/vulkan.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +34,6 @@ void check(VkResult r, const std::string& call) {
 
 // The instance-level entry points, loaded once through vkGetInstanceProcAddr.
 struct Loader {
-    void* lib = nullptr;
     std::string error;  // why there is no instance
     VkInstance instance = VK_NULL_HANDLE;
     bool validation = false;
@@ -73,11 +70,13 @@ Loader& loader() {
     static Loader L;
     static std::once_flag once;
     std::call_once(once, [] {
-        for (const char* n : {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib"})
-            if ((L.lib = dlopen(n, RTLD_NOW | RTLD_LOCAL))) break;
-        if (!L.lib) { L.error = "no Vulkan loader (libvulkan.so.1) on this machine"; return; }
-        L.gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(L.lib, "vkGetInstanceProcAddr"));
-        if (!L.gipa) { L.error = "the Vulkan loader has no vkGetInstanceProcAddr"; return; }
+        // The loader library as the registry opens it (BANKML_VULKAN_LOADER honoured).
+        try {
+            L.gipa = vulkan::open_loader();
+        } catch (const std::exception& e) {
+            L.error = e.what();
+            return;
+        }
         auto create = reinterpret_cast<PFN_vkCreateInstance>(L.gipa(nullptr, "vkCreateInstance"));
         if (!create) { L.error = "vkGetInstanceProcAddr(vkCreateInstance) returned null"; return; }
         VkApplicationInfo app{};
