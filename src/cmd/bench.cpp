@@ -4,6 +4,7 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "gpu/bench.h"
 #include "par/bench.h"
 #include "quant/bench.h"
 
@@ -14,6 +15,7 @@ static const SubBench BENCHES[] = {
     {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
     {"none", "placeholder until the first benchmark lands", nullptr},
     {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads [--time S] [--quick]", [](const std::vector<std::string>& a) { cli::Args f(a, {{"--time", true}, {"--quick", false}}); return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")}); }},
+    {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
@@ -29,7 +31,8 @@ const cli::Command bench_command = {
     "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
     "usage: bankml bench SUB [ARGS]\n\n"
     "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
-    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n",
+    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n"
+    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n",
     run_bench};
 
 }  // namespace bankml::cmd
