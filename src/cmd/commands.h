@@ -12,5 +12,6 @@ extern const cli::Command bench_command;
 extern const cli::Command gpu_command;
 extern const cli::Command info_command;
 extern const cli::Command synth_command;
+extern const cli::Command run_command;
 
 }  // namespace bankml::cmd
