@@ -5,7 +5,7 @@
 #include <iterator>
 
 #include "cmd/commands.h"
-#include "cmd/json_text.h"
+#include "cmd/json_utf8.h"
 #include "core/error.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
