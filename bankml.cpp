@@ -25,6 +25,8 @@ static const Command* const COMMANDS[] = {
     &bankml::cmd::gpu_command,
     &bankml::cmd::info_command,
     &bankml::cmd::synth_command,
+    &bankml::cmd::tokenize_command,
+    &bankml::cmd::detokenize_command,
 };
 
 static const char* EXIT_CODES =
