@@ -1,0 +1,57 @@
+// The pool's two benchmarks (par.md): what one wake-up costs against spawning threads per call,
+// and the streaming read bandwidth that bounds a token, with the per-token floor it implies for
+// 1-bit and ternary Qwen3 shapes. `bankml bench pool` / `bankml bench memory` print them.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace bankml::par {
+
+struct PoolOverhead {
+    int threads;
+    double pool_us;   // one Pool::run of an empty job, back to back (workers spinning), median over batches
+    double asleep_us; // one Pool::run after the workers have gone to sleep on the futex, median
+    double spawn_us;  // threads-1 std::threads spawned and joined per call, the caller as worker 0
+};
+// One row per thread count 1..max_threads; `runs` pool calls per batch (spawning gets runs/10,
+// the asleep case runs/40 calls, each after a pause longer than the pool's spin).
+std::vector<PoolOverhead> bench_pool_overhead(int max_threads, int runs, int batches = 5);
+
+struct Bandwidth {
+    int threads;
+    double gb_per_s;  // 1e9 bytes per second, best of the repetitions
+};
+// Streams a buffer of `bytes` (rounded down to whole 64-byte lines), split in 1 MiB chunks handed out
+// by Pool::chunks, at 1..max_threads. The sum is checked so the reads cannot be optimised away.
+std::vector<Bandwidth> bench_memory_bandwidth(size_t bytes, int max_threads, int reps);
+
+// A Qwen3 decoder's shape, enough to count the bytes one token reads.
+struct ModelShape {
+    const char* name;
+    int layers, d_model, heads, kv_heads, head_dim, d_ff, vocab;
+    bool tied_output;  // the output matmul reuses token_embd (Qwen3 1.7B) or has its own (8B)
+};
+extern const ModelShape QWEN3_1_7B;
+extern const ModelShape QWEN3_8B;
+
+struct QuantFormat {
+    const char* name;
+    int block_bytes, block_weights;  // Q1_0: 18 bytes per 128 weights; Q2_0: 18 per 64
+};
+extern const QuantFormat Q1_0_FORMAT;
+extern const QuantFormat Q2_0_FORMAT;
+
+// Bytes one decode step reads from the weights at zero context: every matmul weight of every layer
+// and the output matrix in the quantized format, one embedding row, the f32 norm vectors.
+// (The KV cache adds 2 * layers * kv_heads * head_dim * 4 bytes per cached position on top.)
+uint64_t bytes_per_token(const ModelShape& m, const QuantFormat& q);
+// The matmul weights alone (what the weights-read floor counts), for the documentation's table.
+uint64_t quantized_weights(const ModelShape& m);
+
+// `bankml bench pool|memory [--json] ...`: print the tables (or one JSON document).
+int bench_pool_main(const std::vector<std::string>& args);
+int bench_memory_main(const std::vector<std::string>& args);
+
+}  // namespace bankml::par
