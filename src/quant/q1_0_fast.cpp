@@ -3,7 +3,8 @@
 // (psignb negation wraps -128 to -128 like the reference's int8 negation), converted exactly to
 // f32; then the same mul, fma(d1, s, ab), fma(d0, ab, acc) per lane and the same horizontal order.
 // Only the bookkeeping differs: Q8_0 scales are converted to f32 once per call, and for several
-// columns a row's sign bits are decoded once into byte masks reused by every column.
+// columns four rows' sign bits are decoded once into sign bytes reused by every column. Where the
+// CPU has AVX-VNNI, the lane sums come from one vpdpbusd instead (see dot4_vnni for the identity).
 #pragma GCC optimize("fp-contract=off")
 #if defined(__x86_64__)
 #include <immintrin.h>
