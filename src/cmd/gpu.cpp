@@ -2,19 +2,22 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "cmd/gpu_verify.h"
 #include "gpu/gpu.h"
 
 namespace bankml::cmd {
 
 static int run_gpu(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"--remote", false}});
+    cli::Args a(args, {{"--remote", false}, {"--verify", false}, {"--dump-spirv", true}});
+    if (a.has("dump-spirv")) return gpu_dump_spirv(a.get("dump-spirv", ""));
+    if (a.has("verify")) return gpu_verify();
     std::fputs(gpu::report_json(a.has("remote")).c_str(), stdout);
     return 0;
 }
 
 const cli::Command gpu_command = {
     "gpu", "every video card found, which bankml would use, as JSON",
-    "usage: bankml gpu [--remote]\n"
+    "usage: bankml gpu [--remote] [--verify] [--dump-spirv DIR]\n"
     "\n"
     "Prints, as JSON, every video card the backends find (Vulkan, through the loader opened at run\n"
     "time, merged with /sys/class/drm), whether each is usable and why not, which bankml would use\n"
@@ -23,6 +26,9 @@ const cli::Command gpu_command = {
     "\n"
     "  --remote   also list rented GPUs (listed only: never selected, started or paid for): Hugging\n"
     "             Face's Jobs hardware, read with the system curl; why there are none goes in notes\n"
+    "  --verify   runs the bit-exact Q1_0 kernel oracle on each selected card: one line per kernel\n"
+    "             and shape, or NOT VERIFIED (exit code 2); no usable card: exit code 0\n"
+    "  --dump-spirv DIR   writes every SPIR-V module bankml would load into DIR (driver bug reports)\n"
     "\n"
     "Only integrated and discrete cards with a compute queue are used, discrete first, then by\n"
     "device-local memory, largest first. Software renderers (llvmpipe, SwiftShader) are listed, never\n"
