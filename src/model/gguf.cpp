@@ -504,6 +504,17 @@ File File::parse(std::string label, std::span<const uint8_t> bytes) {
     return f;
 }
 
+File File::parse(std::string label, std::vector<uint8_t>&& bytes) {
+    File f;
+    f.path_ = std::move(label);
+    f.owned_ = std::move(bytes);
+    static const uint8_t empty[1] = {0};
+    f.base_ = f.owned_.empty() ? empty : f.owned_.data();
+    f.size_ = f.owned_.size();
+    f.parse_all();
+    return f;
+}
+
 File::File(File&& o) noexcept { *this = std::move(o); }
 
 File& File::operator=(File&& o) noexcept {
@@ -514,6 +525,7 @@ File& File::operator=(File&& o) noexcept {
     size_ = o.size_;
     map_ = o.map_;
     map_len_ = o.map_len_;
+    owned_ = std::move(o.owned_);
     version_ = o.version_;
     alignment_ = o.alignment_;
     data_offset_ = o.data_offset_;
