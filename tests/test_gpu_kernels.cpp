@@ -47,6 +47,32 @@ static Gpu* test_gpu() {
 
 static uint32_t fbits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
 
+TEST(q1_0_lane_sum_matches_the_plain_loop) {
+    auto plain = [](uint32_t q, uint32_t nib) {
+        int s = 0;
+        for (int t = 0; t < 4; ++t) {
+            int8_t x = int8_t(q >> (8 * t));
+            s += (nib >> t) & 1 ? x : int8_t(-int(x));
+        }
+        return s;
+    };
+    long bad = 0;
+    // Every pair of byte values in every position pair, with -128 and 0 around them, every nibble.
+    for (uint32_t nib = 0; nib < 16; ++nib)
+        for (uint32_t a = 0; a < 256; ++a)
+            for (uint32_t b = 0; b < 256; ++b) {
+                uint32_t q1 = a | b << 8 | 0x80u << 16 | 0u << 24, q2 = 0x80u | a << 8 | 0u << 16 | b << 24;
+                bad += plain(q1, nib) != kernels::q1_0_lane_sum(q1, nib);
+                bad += plain(q2, nib) != kernels::q1_0_lane_sum(q2, nib);
+            }
+    std::mt19937 rng(3);
+    for (int k = 0; k < 2000000; ++k) {
+        uint32_t q = rng(), nib = rng() & 15;
+        bad += plain(q, nib) != kernels::q1_0_lane_sum(q, nib);
+    }
+    CHECK_EQ(bad, 0L);
+}
+
 TEST(pack_q1_0_is_block_major_and_exact) {
     // 2 rows × 256: scales 1.0, -2.0, 0.5, 65504 (f16 0x3C00, 0xC000, 0x3800, 0x7BFF).
     std::vector<uint8_t> w(2 * 2 * 18, 0);

@@ -54,19 +54,18 @@ struct Kernel {
     uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
     uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
 
-    // One lane's exact integer sum over a 32-element sub-block: four products of a sign bit and an
-    // i8 quant. A clear bit negates the quant in i8, where -(-128) wraps to -128 as in ggml.
+    // One lane's exact integer sum over a 32-element sub-block: q1_0_lane_sum (kernels.h), op for op.
     uint32_t lane_sum(uint32_t word, uint32_t lane, uint32_t qword) {
-        uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lane, m.c_u32(2)})}), m.c_u32(15)});
-        uint32_t sum = 0;
-        for (uint32_t k = 0; k < 4; ++k) {
-            uint32_t x = m.op(OpShiftRightArithmetic, i, {m.op(OpShiftLeftLogical, i, {qword, m.c_u32(24 - 8 * k)}), m.c_u32(24)});
-            uint32_t neg = m.op(OpShiftRightArithmetic, i, {m.op(OpShiftLeftLogical, i, {m.op(OpSNegate, i, {x}), m.c_u32(24)}), m.c_u32(24)});
-            uint32_t bit = m.op(OpINotEqual, bl, {m.op(OpBitwiseAnd, u, {nib, m.c_u32(1u << k)}), c0});
-            uint32_t term = m.op(OpSelect, i, {bit, x, neg});
-            sum = sum ? m.op(OpIAdd, i, {sum, term}) : term;
-        }
-        return sum;
+        auto U = [&](uint16_t o, uint32_t x, uint32_t y) { return m.op(o, u, {x, y}); };
+        uint32_t q = m.op(OpBitcast, u, {qword});
+        uint32_t nib = U(OpBitwiseAnd, U(OpShiftRightLogical, word, U(OpShiftLeftLogical, lane, m.c_u32(2))), m.c_u32(15));
+        uint32_t set = U(OpBitwiseAnd, U(OpIMul, nib, m.c_u32(0x00204081u)), m.c_u32(0x01010101u));
+        uint32_t neg1 = U(OpBitwiseXor, set, m.c_u32(0x01010101u));
+        uint32_t y = U(OpBitwiseXor, q, U(OpBitwiseXor, U(OpIMul, neg1, m.c_u32(0xFFu)), m.c_u32(0x80808080u)));
+        uint32_t z = U(OpBitwiseXor, U(OpIAdd, U(OpBitwiseAnd, y, m.c_u32(0x7F7F7F7Fu)), neg1), U(OpBitwiseAnd, y, m.c_u32(0x80808080u)));
+        uint32_t t = U(OpIAdd, U(OpBitwiseAnd, z, m.c_u32(0x00FF00FFu)), U(OpBitwiseAnd, U(OpShiftRightLogical, z, m.c_u32(8)), m.c_u32(0x00FF00FFu)));
+        uint32_t sum = U(OpShiftRightLogical, U(OpIMul, t, m.c_u32(0x00010001u)), m.c_u32(16));
+        return m.op(OpISub, i, {m.op(OpBitcast, i, {sum}), m.c_i32(512)});
     }
 
     // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):

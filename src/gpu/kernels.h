@@ -36,6 +36,20 @@ std::vector<uint32_t> q1_0_mat_vec8();
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 
+// One lane's integer sum over a sub-block, as the shaders compute it: the four products of sign
+// bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
+// x_t in i8 (-(-128) wraps to -128, as ggml's sign_epi8 does). Branch-free on four bytes at once:
+// the bits are spread to bytes, the negated bytes become ~x + 1 (byte-wise, no carry between
+// bytes), and the bytes are summed with a bias of 128 each. Tests check it against the plain loop.
+inline int32_t q1_0_lane_sum(uint32_t q, uint32_t nib) {
+    uint32_t set = (nib * 0x00204081u) & 0x01010101u;  // bit t of nib -> bit 0 of byte t
+    uint32_t neg1 = set ^ 0x01010101u;                 // 1 in each byte to negate
+    uint32_t y = q ^ ((neg1 * 0xFFu) ^ 0x80808080u);  // ~x in negated bytes, top bits flipped (bias)
+    uint32_t z = ((y & 0x7F7F7F7Fu) + neg1) ^ (y & 0x80808080u);  // each byte: term + 128
+    uint32_t t = (z & 0x00FF00FFu) + ((z >> 8) & 0x00FF00FFu);
+    return int32_t((t * 0x00010001u) >> 16) - 512;
+}
+
 // Every module bankml would load, by file name ("q1_0_mat_vec.spv", ...).
 std::vector<std::pair<std::string, std::vector<uint32_t>>> all_modules();
 
