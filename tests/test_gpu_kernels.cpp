@@ -124,7 +124,7 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     auto pw = kernels::pack_q1_0(w, rows, n);
     auto pa = kernels::pack_act(q8, n);
     Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
-    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.quants), out = g->buffer(rows * 4 + 64);
+    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.lane_sums), out = g->buffer(rows * 4 + 64);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
     for (int k = 0; k < 2; ++k) {

@@ -134,7 +134,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         auto pw = kernels::pack_q1_0(w, rows, cols);
         auto pa = kernels::pack_act(x, cols);
         Buffer bs = g.upload<float>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
-        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.quants), out = g.buffer(rows * 4);
+        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.lane_sums), out = g.buffer(rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
         for (int k = 0; k < 2; ++k) {

@@ -34,7 +34,7 @@ struct Kernel {
         ws = m.storage_buffer(f, 0, true, "weight_scales");
         wb = m.storage_buffer(u, 1, true, "weight_bits");
         as = m.storage_buffer(f, 2, true, "act_scales");
-        aq = m.storage_buffer(i, 3, true, "act_quants");
+        aq = m.storage_buffer(i, 3, true, "act_lane_sums");
         out = m.storage_buffer(f, 4, false, "out");
         push = m.push_constants(2);
         gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
@@ -54,20 +54,6 @@ struct Kernel {
     uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
     uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
 
-    // One lane's exact integer sum over a 32-element sub-block: q1_0_lane_sum (kernels.h), op for op.
-    uint32_t lane_sum(uint32_t word, uint32_t lane, uint32_t qword) {
-        auto U = [&](uint16_t o, uint32_t x, uint32_t y) { return m.op(o, u, {x, y}); };
-        uint32_t q = m.op(OpBitcast, u, {qword});
-        uint32_t nib = U(OpBitwiseAnd, U(OpShiftRightLogical, word, U(OpShiftLeftLogical, lane, m.c_u32(2))), m.c_u32(15));
-        uint32_t set = U(OpBitwiseAnd, U(OpIMul, nib, m.c_u32(0x00204081u)), m.c_u32(0x01010101u));
-        uint32_t neg1 = U(OpBitwiseXor, set, m.c_u32(0x01010101u));
-        uint32_t y = U(OpBitwiseXor, q, U(OpBitwiseXor, U(OpIMul, neg1, m.c_u32(0xFFu)), m.c_u32(0x80808080u)));
-        uint32_t z = U(OpBitwiseXor, U(OpIAdd, U(OpBitwiseAnd, y, m.c_u32(0x7F7F7F7Fu)), neg1), U(OpBitwiseAnd, y, m.c_u32(0x80808080u)));
-        uint32_t t = U(OpIAdd, U(OpBitwiseAnd, z, m.c_u32(0x00FF00FFu)), U(OpBitwiseAnd, U(OpShiftRightLogical, z, m.c_u32(8)), m.c_u32(0x00FF00FFu)));
-        uint32_t sum = U(OpShiftRightLogical, U(OpIMul, t, m.c_u32(0x00010001u)), m.c_u32(16));
-        return m.op(OpISub, i, {m.op(OpBitcast, i, {sum}), m.c_i32(512)});
-    }
-
     // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):
     // ab = d1·s, then ab + d1·s (exact products: the CPU's fma(d1, s, ab) is this single
     // rounding), then acc = fma(d0, ab, acc) exactly.
@@ -80,9 +66,12 @@ struct Kernel {
             uint32_t word = m.load_elem(u, wb, add_u(mul_u(idx, m.c_u32(4)), m.c_u32(k)));
             uint32_t sub = add_u(mul_u(b, m.c_u32(4)), m.c_u32(k));
             uint32_t d1 = m.load_elem(f, as, sub);
+            // The lane's sum for this sub-block and these four sign bits, from the activation's table.
+            uint32_t base = m.op(OpShiftLeftLogical, u, {sub, m.c_u32(7)});  // 8 lanes × 16 entries
             for (size_t l = 0; l < lanes.size(); ++l) {
-                uint32_t q = m.load_elem(i, aq, add_u(mul_u(sub, m.c_u32(8)), lanes[l]));
-                uint32_t s = m.op(OpConvertSToF, f, {lane_sum(word, lanes[l], q)});
+                uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(2)})}), m.c_u32(15)});
+                uint32_t at = add_u(add_u(base, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(4)})), nib);
+                uint32_t s = m.op(OpConvertSToF, f, {m.load_elem(i, aq, at)});
                 uint32_t p = m.op(OpFMul, f, {d1, s});
                 ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
             }
@@ -194,11 +183,15 @@ PackedAct pack_act(std::span<const uint8_t> q8, size_t n) {
     if (q8.size() < blocks * Q8_0_BLOCK_BYTES) throw Error("pack_act: " + std::to_string(q8.size()) + " bytes for " + std::to_string(n) + " values");
     PackedAct a;
     a.scales.resize(blocks);
-    a.quants.resize(n / 4);
+    a.lane_sums.resize(blocks * 8 * 16);
     for (size_t b = 0; b < blocks; ++b) {
         const uint8_t* blk = q8.data() + b * Q8_0_BLOCK_BYTES;
         a.scales[b] = f16_to_f32(rd16(blk));
-        std::memcpy(&a.quants[b * 8], blk + 2, 32);  // little-endian: byte j of word w is quant 4w+j
+        for (size_t l = 0; l < 8; ++l) {
+            const uint8_t* q = blk + 2 + 4 * l;
+            uint32_t word = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+            for (uint32_t nib = 0; nib < 16; ++nib) a.lane_sums[(b * 8 + l) * 16 + nib] = q1_0_lane_sum(word, nib);
+        }
     }
     return a;
 }
@@ -272,7 +265,7 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         PackedQ1_0 pw = pack_q1_0(w, c.rows, c.n);
         PackedAct pa = pack_act(q8, c.n);
         Buffer bs = gpu.upload<float>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);
-        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<int32_t>(pa.quants);
+        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<int32_t>(pa.lane_sums);
         Buffer out = gpu.buffer(c.rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(c.rows), uint32_t(c.n / Q1_0_BLOCK)};

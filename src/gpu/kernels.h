@@ -6,10 +6,14 @@
 //   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
 //   binding 1  weight bits, u32, block-major: word k (bits 32k..32k+31) of (r, b) at (b·rows + r)·4 + k
 //   binding 2  activation scales, f32, one per 32 values
-//   binding 3  activation quants, i32 words of four i8 (little-endian), n/4 words
+//   binding 3  activation lane sums, i32: for sub-block j, lane l (quants 4l..4l+3) and each of
+//              the 16 patterns of four sign bits, the exact integer sum at (j·8 + l)·16 + bits
 //   binding 4  output, f32, one per row
 //   push constants: u32 rows, u32 blocks per row
 // Block-major weights let neighbouring invocations (neighbouring rows) read neighbouring words.
+// The activation is the same for every row, so its lane sums are tabulated once per product
+// (16 per four quants, 64 KiB for n = 4096) and each row's four sign bits pick one: the card does
+// no per-byte work, and the sums are exactly the CPU's (q1_0_lane_sum).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -36,7 +40,7 @@ std::vector<uint32_t> q1_0_mat_vec8();
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 
-// One lane's integer sum over a sub-block, as the shaders compute it: the four products of sign
+// One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
 // bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
 // x_t in i8 (-(-128) wraps to -128, as ggml's sign_epi8 does). Branch-free on four bytes at once:
 // the bits are spread to bytes, the negated bytes become ~x + 1 (byte-wise, no carry between
@@ -61,8 +65,8 @@ struct PackedQ1_0 {
 PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n);
 
 struct PackedAct {
-    std::vector<float> scales;
-    std::vector<int32_t> quants;
+    std::vector<float> scales;       // one per 32 values
+    std::vector<int32_t> lane_sums;  // n/32 · 8 · 16: see binding 3
 };
 // q8: n/32 Q8_0 blocks (the activation quantized as ggml quantizes it).
 PackedAct pack_act(std::span<const uint8_t> q8, size_t n);
