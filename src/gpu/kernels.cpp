@@ -22,7 +22,7 @@ namespace {
 // What both kernels share: the types, the five buffers, the push block and a few constants.
 struct Kernel {
     Module m;
-    uint32_t u = 0, i = 0, f = 0, bl = 0;
+    uint32_t u = 0, u4 = 0, i = 0, f = 0, bl = 0;
     uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
@@ -32,7 +32,8 @@ struct Kernel {
         f = m.t_f32();
         bl = m.t_bool();
         ws = m.storage_buffer(f, 0, true, "weight_scales");
-        wb = m.storage_buffer(u, 1, true, "weight_bits");
+        u4 = m.t_vec(u, 4);
+        wb = m.storage_buffer(u4, 1, true, "weight_bits", 16);  // one uvec4 (16 bytes) per block
         as = m.storage_buffer(f, 2, true, "act_scales");
         aq = m.storage_buffer(i, 3, true, "act_lane_sums");
         out = m.storage_buffer(f, 4, false, "out");
@@ -62,8 +63,9 @@ struct Kernel {
         uint32_t idx = add_u(mul_u(b, rows), row);
         uint32_t d0 = m.load_elem(f, ws, idx);
         std::vector<uint32_t> ab(lanes.size(), 0);
+        uint32_t words = m.load_elem(u4, wb, idx);  // the block's 128 sign bits in one load
         for (uint32_t k = 0; k < 4; ++k) {
-            uint32_t word = m.load_elem(u, wb, add_u(mul_u(idx, m.c_u32(4)), m.c_u32(k)));
+            uint32_t word = m.op(OpCompositeExtract, u, {words, k});
             uint32_t sub = add_u(mul_u(b, m.c_u32(4)), m.c_u32(k));
             uint32_t d1 = m.load_elem(f, as, sub);
             // The lane's sum for this sub-block and these four sign bits, from the activation's table.

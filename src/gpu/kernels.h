@@ -4,7 +4,8 @@
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged, only aligned.
 //   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
-//   binding 1  weight bits, u32, block-major: word k (bits 32k..32k+31) of (r, b) at (b·rows + r)·4 + k
+//   binding 1  weight bits, uvec4 per block, block-major: word k (bits 32k..32k+31) of (r, b) at
+//              u32 index (b·rows + r)·4 + k (one 16-byte load per block)
 //   binding 2  activation scales, f32, one per 32 values
 //   binding 3  activation lane sums, i32: for sub-block j, lane l (quants 4l..4l+3) and each of
 //              the 16 patterns of four sign bits, the exact integer sum at (j·8 + l)·16 + bits

@@ -107,8 +107,8 @@ void Module::name(uint32_t target, const std::string& n) {
     put(debug_, OpName, ops);
 }
 
-uint32_t Module::storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n) {
-    uint32_t arr = t_runtime_array(elem, 4);
+uint32_t Module::storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n, uint32_t stride) {
+    uint32_t arr = t_runtime_array(elem, stride);
     uint32_t st = t_struct({arr});
     decorate(st, DecorationBlock);
     member_decorate(st, 0, DecorationOffset, {0});

@@ -88,8 +88,9 @@ public:
     void name(uint32_t target, const std::string& n);
 
     // Global resources. A storage buffer is a Block struct holding one runtime array of elem
-    // (4-byte elements, stride 4) at descriptor set 0, the given binding; returns the variable.
-    uint32_t storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n);
+    // (array stride `stride` bytes: 4 for scalars, 16 for 4-vectors) at descriptor set 0, the
+    // given binding; returns the variable.
+    uint32_t storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n, uint32_t stride = 4);
     // A push-constant block of u32 members at offsets 0, 4, 8, ...; returns the variable.
     uint32_t push_constants(uint32_t count);
     uint32_t builtin_u32x3(uint32_t builtin);   // an Input uvec3 variable (also listed in the entry)
