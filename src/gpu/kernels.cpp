@@ -80,7 +80,8 @@ struct Kernel {
         }
         for (size_t l = 0; l < lanes.size(); ++l) {
             uint32_t acc = m.load(f, acc_vars[l]);
-            m.store(acc_vars[l], m.fma_exact({f, u, bl}, d0, ab[l], acc, cmask, c1, c0, cf0));
+            // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
+            m.store(acc_vars[l], m.fma_exact({f, u, bl}, d0, ab[l], acc, cmask, c1, c0, cf0, false));
         }
     }
 
