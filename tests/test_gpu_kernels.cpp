@@ -240,6 +240,7 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     CHECK_EQ(r.code, 0);
     CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
     CHECK(r.out.find("device copy 8 MiB") != std::string::npos);
+    CHECK(r.out.find("shader copy 8 MiB") != std::string::npos);
     CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
     CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
     CHECK(r.out.find("DIFFER") == std::string::npos);  // the benchmark's results are the CPU's bits too
