@@ -20,10 +20,13 @@ static const Command HELP_CMD = {"help", "show help for bankml or one command", 
 static const Command* const COMMANDS[] = {
     &HELP_CMD,
     &bankml::cmd::version_command,
+    &bankml::cmd::run_command,
     &bankml::cmd::bench_command,
     &bankml::cmd::gpu_command,
     &bankml::cmd::info_command,
     &bankml::cmd::synth_command,
+    &bankml::cmd::tokenize_command,
+    &bankml::cmd::detokenize_command,
 };
 
 static const char* EXIT_CODES =

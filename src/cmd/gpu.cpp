@@ -24,7 +24,8 @@ const cli::Command gpu_command = {
     "and in what order, notes on why a backend found nothing, and where the Q1_0, Q2_0 and F16\n"
     "products would run. Exit code 0 with or without a card. docs/modules/gpu.md names every field.\n"
     "\n"
-    "  --remote   also list rented GPUs (listed only: never selected, started or paid for)\n"
+    "  --remote   also list rented GPUs (listed only: never selected, started or paid for): Hugging\n"
+    "             Face's Jobs hardware, read with the system curl; why there are none goes in notes\n"
     "  --verify   runs the bit-exact Q1_0 kernel oracle on each selected card: one line per kernel\n"
     "             and shape, or NOT VERIFIED (exit code 2); no usable card: exit code 0\n"
     "  --dump-spirv DIR   writes every SPIR-V module bankml would load into DIR (driver bug reports)\n"
@@ -39,7 +40,8 @@ const cli::Command gpu_command = {
     "                        a value that is neither is reported in notes and selects no GPU\n"
     "  BANKML_GPU_ALLOW_SOFTWARE=1   lets a software renderer be selected (testing on CI only)\n"
     "  BANKML_VULKAN_LOADER=PATH     the Vulkan loader library to open instead of libvulkan.so.1\n"
-    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n",
+    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n"
+    "  BANKML_HF_TIMEOUT=SECONDS     curl's time limit for --remote (default 20)\n",
     run_gpu};
 
 }  // namespace bankml::cmd

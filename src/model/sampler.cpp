@@ -1,0 +1,130 @@
+#include "model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace bankml::model {
+
+uint64_t SplitMix64::next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static bool before(const Candidate& a, const Candidate& b) {
+    return a.logit != b.logit ? a.logit > b.logit : a.id < b.id;
+}
+
+Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) {
+    if (std::isnan(p.temp) || std::isnan(p.top_p) || std::isnan(p.min_p) || std::isnan(p.repeat_penalty))
+        throw Error("sampler: a parameter is NaN");
+    if (p_.temp < 0.0f) p_.temp = 0.0f;  // negative temperature: greedy, as llama.cpp
+    if (p.repeat_penalty <= 0.0f) throw Error("sampler: repeat penalty must be > 0, got " + std::to_string(p.repeat_penalty));
+}
+
+void Sampler::reset() {
+    rng_ = SplitMix64(p_.seed);
+    window_.clear();
+    counts_.clear();
+}
+
+void Sampler::accept(int32_t id) {
+    if (p_.repeat_last_n <= 0) return;
+    ++counts_[id];
+    window_.push_back(id);
+    if (int32_t(window_.size()) > p_.repeat_last_n) {
+        int32_t old = window_.front();
+        window_.pop_front();
+        if (--counts_[old] == 0) counts_.erase(old);
+    }
+}
+
+void Sampler::apply_penalty(std::vector<Candidate>& cand) const {
+    if (p_.repeat_last_n <= 0 || p_.repeat_penalty == 1.0f) return;
+    for (Candidate& c : cand) {
+        if (counts_.find(c.id) == counts_.end()) continue;
+        // Dividing a negative logit would make it likelier: multiply those instead (as llama.cpp).
+        if (c.logit <= 0) c.logit *= p_.repeat_penalty;
+        else c.logit /= p_.repeat_penalty;
+    }
+}
+
+void Sampler::top_k(std::vector<Candidate>& cand, int32_t k, bool& sorted) {
+    if (k <= 0) return;
+    size_t keep = std::min<size_t>(size_t(k), cand.size());
+    std::partial_sort(cand.begin(), cand.begin() + keep, cand.end(), before);
+    cand.resize(keep);
+    sorted = true;
+}
+
+void Sampler::softmax(std::vector<Candidate>& cand) {
+    float max_l = -INFINITY;
+    for (const Candidate& c : cand) max_l = std::max(max_l, c.logit);
+    float sum = 0.0f;
+    for (Candidate& c : cand) {
+        c.p = std::exp(c.logit - max_l);
+        sum += c.p;
+    }
+    for (Candidate& c : cand) c.p /= sum;
+}
+
+void Sampler::top_p(std::vector<Candidate>& cand, float p, bool& sorted) {
+    if (p >= 1.0f || cand.empty()) return;
+    softmax(cand);
+    if (!sorted) std::sort(cand.begin(), cand.end(), before);
+    sorted = true;
+    // The smallest prefix whose probability reaches p (at least one token).
+    float cum = 0.0f;
+    for (size_t i = 0; i < cand.size(); ++i) {
+        cum += cand[i].p;
+        if (cum >= p) {
+            cand.resize(i + 1);
+            return;
+        }
+    }
+}
+
+void Sampler::min_p(std::vector<Candidate>& cand, float p) {
+    if (p <= 0.0f || cand.empty()) return;
+    float max_l = -INFINITY;
+    for (const Candidate& c : cand) max_l = std::max(max_l, c.logit);
+    // p_i >= p * p_max  <=>  logit_i >= max_logit + log(p); the best token always stays.
+    const float min_logit = max_l + std::log(p);
+    std::erase_if(cand, [&](const Candidate& c) { return c.logit < min_logit; });
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    if (logits.empty()) throw Error("sampler: no logits");
+    std::vector<Candidate> cand(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) cand[i] = {int32_t(i), logits[i], 0.0f};
+    apply_penalty(cand);
+    bool sorted = false;
+    top_k(cand, p_.top_k, sorted);
+    top_p(cand, p_.top_p, sorted);
+    min_p(cand, p_.min_p);
+    if (p_.temp <= 0.0f) {
+        // Greedy: the best candidate (the lowest id among equal logits).
+        return std::min_element(cand.begin(), cand.end(), before)->id;
+    }
+    for (Candidate& c : cand) c.logit /= p_.temp;
+    if (cand.size() == 1) return cand[0].id;
+    float max_l = -INFINITY;
+    for (const Candidate& c : cand) max_l = std::max(max_l, c.logit);
+    double total = 0.0;
+    for (Candidate& c : cand) {
+        c.p = std::exp(c.logit - max_l);
+        total += c.p;
+    }
+    const double target = total * rng_.uniform();
+    double run = 0.0;
+    for (const Candidate& c : cand) {
+        run += c.p;
+        if (run >= target && c.p > 0.0f) return c.id;
+    }
+    return cand.back().id;  // rounding left the target just out of reach
+}
+
+}  // namespace bankml::model

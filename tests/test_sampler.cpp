@@ -1,0 +1,256 @@
+// The sampler on constructed logits: each step's meaning, the chain's order, greedy ties, the
+// repetition window, the generator, and that a seed fixes the tokens.
+#include <cmath>
+#include <map>
+
+#include "model/sampler.h"
+#include "test.h"
+
+using namespace bankml::model;
+
+namespace {
+
+std::vector<float> log_probs(std::initializer_list<double> ps) {
+    std::vector<float> l;
+    for (double p : ps) l.push_back(float(std::log(p)));
+    return l;
+}
+
+SamplerParams plain(float temp) {
+    SamplerParams p;
+    p.temp = temp;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.seed = 42;
+    return p;
+}
+
+std::vector<int> histogram(Sampler& s, const std::vector<float>& logits, int n) {
+    std::vector<int> h(logits.size(), 0);
+    for (int i = 0; i < n; ++i) ++h[s.sample(logits)];
+    return h;
+}
+
+std::vector<int32_t> ids(const std::vector<Candidate>& c) {
+    std::vector<int32_t> out;
+    for (auto& x : c) out.push_back(x.id);
+    return out;
+}
+
+std::vector<Candidate> cands(const std::vector<float>& logits) {
+    std::vector<Candidate> c;
+    for (size_t i = 0; i < logits.size(); ++i) c.push_back({int32_t(i), logits[i], 0.0f});
+    return c;
+}
+
+}  // namespace
+
+TEST(sampler_splitmix64_known_outputs) {
+    SplitMix64 g(0);
+    uint64_t x0 = g.next(), x1 = g.next();  // the published first outputs for seed 0
+    CHECK_EQ(x0, 0xE220A8397B1DCDAFull);
+    CHECK_EQ(x1, 0x6E789E6AA1B965F4ull);
+    SplitMix64 u(7);
+    for (int i = 0; i < 1000; ++i) {
+        double x = u.uniform();
+        if (!CHECK(x >= 0.0 && x < 1.0)) break;
+    }
+}
+
+TEST(sampler_greedy_takes_the_highest_logit_lowest_id_on_ties) {
+    Sampler s(plain(0.0f));
+    CHECK_EQ(s.sample(std::vector<float>{0.1f, 3.0f, -2.0f, 2.9f}), 1);
+    CHECK_EQ(s.sample(std::vector<float>{1.0f, 5.0f, 5.0f, 5.0f}), 1);
+    CHECK_EQ(s.sample(std::vector<float>{-7.0f}), 0);
+    SamplerParams neg = plain(-1.0f);  // a negative temperature is greedy too
+    Sampler g(neg);
+    CHECK_EQ(g.sample(std::vector<float>{0.0f, 0.5f, 0.25f}), 1);
+    // Greedy ignores top-k/top-p/min-p (the best token always survives them) and the seed.
+    SamplerParams q = plain(0.0f);
+    q.top_k = 1;
+    q.top_p = 0.1f;
+    q.min_p = 0.9f;
+    q.seed = 999;
+    Sampler h(q);
+    CHECK_EQ(h.sample(std::vector<float>{0.0f, 0.5f, 0.25f}), 1);
+}
+
+TEST(sampler_repetition_penalty_divides_positive_multiplies_negative) {
+    SamplerParams p = plain(0.0f);
+    p.repeat_penalty = 1.1f;
+    Sampler s(p);
+    s.accept(0);
+    CHECK_EQ(s.sample(std::vector<float>{2.0f, 1.9f}), 1);      // 2.0 / 1.1 = 1.82 < 1.9
+    CHECK_EQ(s.sample(std::vector<float>{-1.0f, -1.05f}), 1);   // -1.0 * 1.1 = -1.1 < -1.05
+    CHECK_EQ(s.sample(std::vector<float>{2.0f, 1.7f}), 0);      // 1.82 > 1.7
+    auto c = cands({4.0f, -2.0f, 1.0f});
+    s.accept(1);
+    s.apply_penalty(c);
+    CHECK_EQ(c[0].logit, 4.0f / 1.1f);
+    CHECK_EQ(c[1].logit, -2.0f * 1.1f);
+    CHECK_EQ(c[2].logit, 1.0f);  // not seen: untouched
+    // A token counts once however often it was seen (the penalty is not compounded).
+    s.accept(0);
+    s.accept(0);
+    auto d = cands({4.0f});
+    s.apply_penalty(d);
+    CHECK_EQ(d[0].logit, 4.0f / 1.1f);
+}
+
+TEST(sampler_repetition_window_forgets_old_tokens) {
+    SamplerParams p = plain(0.0f);
+    p.repeat_penalty = 2.0f;
+    p.repeat_last_n = 2;
+    Sampler s(p);
+    const std::vector<float> logits = {2.0f, 1.5f, 0.0f, 0.0f};
+    s.accept(0);
+    CHECK_EQ(s.sample(logits), 1);
+    s.accept(2);
+    CHECK_EQ(s.sample(logits), 1);  // 0 still in the last two
+    s.accept(3);
+    CHECK_EQ(s.sample(logits), 0);  // 0 has left the window
+    s.accept(0);
+    s.reset();
+    CHECK_EQ(s.sample(logits), 0);  // reset forgets
+    p.repeat_last_n = 0;            // window 0: penalty off
+    Sampler off(p);
+    off.accept(0);
+    CHECK_EQ(off.sample(logits), 0);
+}
+
+TEST(sampler_top_k_top_p_min_p_keep_what_llama_cpp_keeps) {
+    const auto l = log_probs({0.05, 0.5, 0.15, 0.3});
+    bool sorted = false;
+    auto c = cands(l);
+    Sampler::top_k(c, 2, sorted);
+    CHECK(sorted);
+    CHECK(ids(c) == (std::vector<int32_t>{1, 3}));
+    c = cands(l);
+    sorted = false;
+    Sampler::top_k(c, 0, sorted);  // off
+    CHECK_EQ(c.size(), 4u);
+    CHECK(!sorted);
+    Sampler::top_k(c, 100, sorted);  // more than there are: all, sorted
+    CHECK(ids(c) == (std::vector<int32_t>{1, 3, 2, 0}));
+
+    // top-p: the smallest prefix (by probability) whose sum reaches p.
+    for (auto [p, n] : std::vector<std::pair<float, size_t>>{{0.4f, 1}, {0.75f, 2}, {0.9f, 3}, {0.99f, 4}, {1.0f, 4}}) {
+        c = cands(l);
+        sorted = false;
+        Sampler::top_p(c, p, sorted);
+        CHECK_EQ(c.size(), n);
+        if (p < 1.0f) CHECK_EQ(c[0].id, 1);  // sorted by probability; 1.0 is off
+    }
+    c = cands(l);
+    sorted = false;
+    Sampler::top_p(c, 0.75f, sorted);
+    CHECK_NEAR(c[0].p, 0.5, 1e-6);  // probabilities over all candidates present
+    CHECK_NEAR(c[1].p, 0.3, 1e-6);
+
+    // min-p: keep p_i >= min_p * p_max, in the order given.
+    c = cands(l);
+    Sampler::min_p(c, 0.2f);  // threshold 0.1
+    CHECK(ids(c) == (std::vector<int32_t>{1, 2, 3}));
+    c = cands(l);
+    Sampler::min_p(c, 1.0f);  // only the best
+    CHECK(ids(c) == (std::vector<int32_t>{1}));
+    c = cands(l);
+    Sampler::min_p(c, 0.0f);  // off
+    CHECK_EQ(c.size(), 4u);
+}
+
+TEST(sampler_draws_follow_the_distribution) {
+    Sampler s(plain(1.0f));
+    const int n = 20000;
+    auto h = histogram(s, log_probs({0.5, 0.3, 0.2}), n);
+    CHECK_NEAR(h[0] / double(n), 0.5, 0.02);
+    CHECK_NEAR(h[1] / double(n), 0.3, 0.02);
+    CHECK_NEAR(h[2] / double(n), 0.2, 0.02);
+    // Temperature 0.5 squares the odds: 25 : 9 : 4.
+    Sampler t(plain(0.5f));
+    h = histogram(t, log_probs({0.5, 0.3, 0.2}), n);
+    CHECK_NEAR(h[0] / double(n), 25.0 / 38, 0.02);
+    CHECK_NEAR(h[2] / double(n), 4.0 / 38, 0.02);
+    // Temperature 2 takes square roots.
+    Sampler w(plain(2.0f));
+    h = histogram(w, log_probs({0.64, 0.36}), n);
+    CHECK_NEAR(h[0] / double(n), 0.8 / 1.4, 0.02);
+}
+
+TEST(sampler_chain_order_is_llama_cpp_order) {
+    // top-k before top-p: after top-k=2 the survivors are renormalized (4/7, 3/7), so top-p 0.5
+    // keeps one token. Applied to the full set, top-p 0.5 would keep two.
+    SamplerParams p = plain(1.0f);
+    p.top_k = 2;
+    p.top_p = 0.5f;
+    Sampler a(p);
+    auto h = histogram(a, log_probs({0.4, 0.3, 0.2, 0.1}), 2000);
+    CHECK_EQ(h[0], 2000);
+    p.top_k = 0;
+    Sampler b(p);
+    h = histogram(b, log_probs({0.4, 0.3, 0.2, 0.1}), 2000);
+    CHECK_GT(h[1], 500);
+    CHECK_EQ(h[2] + h[3], 0);
+    // min-p before temperature: a cold temperature applied first would push token 1 (ratio
+    // 0.4^5 = 0.01) under min-p 0.3; in llama.cpp's order min-p sees 0.4 and keeps it.
+    SamplerParams q = plain(0.2f);
+    q.min_p = 0.3f;
+    Sampler c(q);
+    h = histogram(c, log_probs({0.5, 0.2}), 5000);
+    CHECK_GT(h[1], 10);
+    CHECK_LT(h[1], 120);  // about 1 % of 5000
+    // The penalty comes first: it can push a token out of top-k.
+    SamplerParams r = plain(1.0f);
+    r.top_k = 1;
+    r.repeat_penalty = 2.0f;
+    Sampler d(r);
+    d.accept(0);
+    h = histogram(d, std::vector<float>{3.0f, 2.0f, 0.0f}, 200);
+    CHECK_EQ(h[1], 200);
+}
+
+TEST(sampler_same_seed_same_tokens_other_seed_other_tokens) {
+    std::vector<float> logits(500);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i) * 0.37) * 3.0);
+    auto run = [&](uint64_t seed) {
+        SamplerParams p;  // llama.cpp's defaults
+        p.seed = seed;
+        p.repeat_penalty = 1.1f;
+        Sampler s(p);
+        std::vector<int32_t> out;
+        for (int i = 0; i < 300; ++i) {
+            int32_t t = s.sample(logits);
+            s.accept(t);
+            out.push_back(t);
+        }
+        return out;
+    };
+    auto a = run(1234), b = run(1234), c = run(1235);
+    CHECK(a == b);
+    CHECK(a != c);
+    std::map<int32_t, int> distinct;
+    for (int32_t t : a) ++distinct[t];
+    CHECK_GT(distinct.size(), 3u);  // it really sampled, not always the argmax
+    // reset() restarts the generator: the same tokens again.
+    SamplerParams p;
+    p.seed = 77;
+    Sampler s(p);
+    std::vector<int32_t> first, second;
+    for (int i = 0; i < 50; ++i) first.push_back(s.sample(logits));
+    s.reset();
+    for (int i = 0; i < 50; ++i) second.push_back(s.sample(logits));
+    CHECK(first == second);
+}
+
+TEST(sampler_rejects_bad_parameters) {
+    SamplerParams p;
+    p.temp = NAN;
+    CHECK_THROWS(Sampler{p}, "NaN");
+    p = SamplerParams{};
+    p.repeat_penalty = 0.0f;
+    CHECK_THROWS(Sampler{p}, "repeat penalty");
+    Sampler s{SamplerParams{}};
+    CHECK_THROWS(s.sample(std::span<const float>{}), "no logits");
+}
