@@ -2,6 +2,7 @@
 
 #include "gpu/vulkan.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -12,6 +13,10 @@
 namespace bankml::gpu {
 
 namespace {
+
+// How long wait() polls the fence before it blocks (not on a software renderer, whose threads
+// the spinning core would slow down).
+constexpr int SPIN_US = 200;
 
 std::string result_name(VkResult r) {
     switch (r) {
@@ -162,7 +167,7 @@ const char* type_name(VkPhysicalDeviceType t) {
     X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer) X(EndCommandBuffer)         \
     X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdPushConstants) X(CmdDispatch) X(CmdCopyBuffer)   \
     X(QueueSubmit) X(CreateFence) X(DestroyFence) X(WaitForFences) X(ResetFences) X(CreateQueryPool)     \
-    X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) X(GetQueryPoolResults)
+    X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) X(GetQueryPoolResults) X(GetFenceStatus)
 
 struct Gpu::Impl {
 #define X(n) PFN_vk##n n = nullptr;
@@ -190,6 +195,7 @@ struct Gpu::Impl {
     std::map<uint64_t, Pipe> pipes;
     uint64_t next_id = 1, allocated = 0;
     bool pending = false;
+    int spin_us = SPIN_US;
 
     ~Impl() {
         if (!dev) return;
@@ -314,6 +320,7 @@ Gpu Gpu::open(size_t index) {
     VkPhysicalDeviceProperties props;
     L.props(pd, &props);
     d->name = props.deviceName;
+    if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d->spin_us = 0;
     if (VK_API_VERSION_MINOR(props.apiVersion) < 1 && VK_API_VERSION_MAJOR(props.apiVersion) <= 1)
         throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " supports only Vulkan 1.0");
     uint32_t nq = 0;
@@ -541,7 +548,15 @@ void Gpu::wait() {
     Impl& d = *d_;
     if (!d.pending) throw Error("Gpu::wait: no submission in flight");
     d.pending = false;
-    check(d.WaitForFences(d.dev, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    // Poll briefly before sleeping: a blocking wait costs a thread wake-up (the H200's median round
+    // trip was 45 µs against a best of 14 µs), and most products finish within the spin.
+    auto t0 = std::chrono::steady_clock::now();
+    VkResult r = VK_NOT_READY;
+    while ((r = d.GetFenceStatus(d.dev, d.fence)) == VK_NOT_READY &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(d.spin_us)) {
+    }
+    if (r != VK_SUCCESS && r != VK_NOT_READY) check(r, "vkGetFenceStatus");
+    if (r == VK_NOT_READY) check(d.WaitForFences(d.dev, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
     d.last_us = -1;
     if (d.timed) {
         d.timed = false;
