@@ -73,7 +73,7 @@ struct PackedAct {
 PackedAct pack_act(std::span<const uint8_t> q8, size_t n);
 
 // The on-card oracle: both kernels against the CPU kernel (quant::vec_dot_q1_0_ref) on random weights and activations
-// (with -128 quants), shapes 64×128 up to 12288×4096 (`full`; otherwise small shapes for tests),
+// (with -128 quants), shapes 64×128 up to 12288×4096 (and 9 blocks a row, for the kernels' tail) (`full`; otherwise small shapes for tests),
 // and a layer-shaped regime. Returns one line per kernel and shape; throws bankml::Error with the
 // reason on the first row that differs. `corrupt` (tests only) may alter the card's output
 // before the comparison, to prove the check fails closed.
