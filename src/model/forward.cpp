@@ -16,6 +16,8 @@ namespace {
 
 // Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many).
 constexpr size_t MAX_BATCH = 64;
+// Attention below this many (query, key) element products runs on the calling thread.
+constexpr size_t SMALL_ATTENTION = 1 << 16;
 
 struct Layer {
     const float* attn_norm = nullptr;
@@ -212,7 +214,7 @@ void Model::Impl::attention(int il, size_t n, int p0) {
     const float scale = 1.0f / sqrtf((float)hp.head_dim);
     const size_t jobs = n * NH;
     std::atomic<size_t> next{0};
-    pool->run([&](int worker) {
+    auto work = [&](int worker) {
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t t = j / NH, hq = j % NH;
@@ -226,7 +228,10 @@ void Model::Impl::attention(int il, size_t n, int p0) {
             else
                 ops::attend_f16(qh, k16.get() + base, v16.get() + base, n_kv, D, scale, out, scratch);
         }
-    });
+    };
+    // A decoded token over a short cache is less work than a pool barrier: run it here.
+    if (n * NH * ((size_t)p0 + n) * D < SMALL_ATTENTION) work(0);
+    else pool->run(work);
 }
 
 void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits) {
@@ -240,9 +245,8 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
     for (int il = 0; il < hp.n_layer; il++) {
         const Layer& L = layers[(size_t)il];
         for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps);
-        prod.mm(P, L.wq, xn.data(), n, q.data());
-        prod.mm(P, L.wk, xn.data(), n, k.data());
-        prod.mm(P, L.wv, xn.data(), n, v.data());
+        const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+        prod.group(P, qkv, xn.data(), n);
         for (size_t t = 0; t < n; t++) {
             const float* cs = rope_cs.data() + t * D;
             for (size_t hq = 0; hq < NH; hq++) {
@@ -269,8 +273,8 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         prod.mm(P, L.wo, att.data(), n, o.data());
         for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
         for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
-        prod.mm(P, L.gate, xn.data(), n, g.data());
-        prod.mm(P, L.up, xn.data(), n, u.data());
+        const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
+        prod.group(P, gate_up, xn.data(), n);
         for (size_t t = 0; t < n; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
         prod.mm(P, L.down, h.data(), n, o.data());
         for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
