@@ -239,6 +239,7 @@ TEST(forward_cli_run_prints_llama_cpp_tokens_and_clear_errors) {
         {"-m " + q1 + " --tokens 1,x", 2, "--tokens wants a comma list"},
         {"-m " + q1 + " --tokens 1 --kv q8", 2, "--kv wants f16 or f32"},
         {"--tokens 1", 2, "-m FILE is required"},
+        {"-m " + q1 + " --tokens 1 -c 16000000000", 2, "between 0 and"},
     };
     for (const auto& b : bad) {
         auto e = bt::run_cmd(bin + " run " + b.args);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 #include "model/ops.h"
@@ -140,6 +141,11 @@ void Model::Impl::load() {
         meta_int(f, "qwen3.attention.value_length", 1, 4096) != hp.head_dim)
         throw Error(f.path() + ": qwen3.attention.value_length differs from key_length");
     if (hp.head_dim % 2) throw Error(f.path() + ": qwen3.attention.key_length must be even");
+    // llama.cpp's qwen3 graph rotates whole heads (n_rot == head_dim) and asserts it.
+    if (f.has("qwen3.rope.dimension_count") &&
+        meta_int(f, "qwen3.rope.dimension_count", 1, 4096) != hp.head_dim)
+        throw Error(f.path() + ": qwen3.rope.dimension_count differs from the head size " +
+                    std::to_string(hp.head_dim) + " (partial rotary embedding is not qwen3)");
     hp.n_ff = meta_int(f, "qwen3.feed_forward_length", 1, 1 << 22);
     hp.n_ctx_train = f.get_i64("qwen3.context_length").value_or(4096);
     hp.rms_eps = f.get_f32("qwen3.attention.layer_norm_rms_epsilon").value_or(1e-6f);
@@ -185,12 +191,17 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     if (n_ctx < 1) n_ctx = 1;
     kv_f32 = opt.kv_f32;
     const size_t kv_elems = (size_t)hp.n_layer * hp.n_head_kv * (size_t)n_ctx * hp.head_dim;
-    if (kv_f32) {
-        k32.reset(new float[kv_elems]);
-        v32.reset(new float[kv_elems]);
-    } else {
-        k16.reset(new uint16_t[kv_elems]);
-        v16.reset(new uint16_t[kv_elems]);
+    try {
+        if (kv_f32) {
+            k32.reset(new float[kv_elems]);
+            v32.reset(new float[kv_elems]);
+        } else {
+            k16.reset(new uint16_t[kv_elems]);
+            v16.reset(new uint16_t[kv_elems]);
+        }
+    } catch (const std::bad_alloc&) {
+        throw Error("cannot allocate the key/value cache for a context of " + std::to_string(n_ctx) + " (" +
+                    std::to_string(2 * kv_elems * (kv_f32 ? 4 : 2) >> 20) + " MiB)");
     }
     const size_t E = hp.n_embd, NQ = (size_t)hp.n_head * hp.head_dim, NKV = (size_t)hp.n_head_kv * hp.head_dim;
     x.resize(MAX_BATCH * E);
