@@ -347,3 +347,26 @@ TEST(forward_open_names_missing_misshapen_and_mistyped_tensors) {
     });
     CHECK_THROWS(Model::open(type, o), "tensor blk.0.ffn_norm.weight has type f16, expected f32");
 }
+
+TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
+    // 150 tokens: three chunks of up to 64 (the last layer skips the rows whose logits are unused).
+    std::vector<int32_t> p(150);
+    for (size_t i = 0; i < p.size(); i++) p[i] = (int32_t)((i * 37 + 11) % 1024);
+    auto m = open_tiny("tiny-q1_0.gguf", 2);
+    auto last = m->eval(p);
+    m->reset();
+    auto every = m->eval(p, true);
+    m->reset();
+    std::vector<float> single;
+    for (int32_t t : p) single = m->eval(std::span<const int32_t>(&t, 1));
+    const size_t V = last.size();
+    CHECK_EQ(std::memcmp(last.data(), every.data() + (p.size() - 1) * V, V * 4), 0);
+    CHECK_EQ(std::memcmp(last.data(), single.data(), V * 4), 0);
+    // Continuing after a chunked prompt: the cache holds every position.
+    const int32_t next = 5;
+    auto a = m->eval(std::span<const int32_t>(&next, 1));
+    m->reset();
+    m->eval(p);
+    auto b = m->eval(std::span<const int32_t>(&next, 1));
+    CHECK_EQ(compare(a, b).first, (size_t)0);
+}

@@ -119,7 +119,7 @@ struct Model::Impl {
     void load();
     void alloc(const ModelOptions& opt);
     void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
-    void attention(int il, size_t n, int p0);
+    void attention(int il, size_t t0, size_t n, int p0);
 };
 
 void Model::Impl::load() {
@@ -218,21 +218,22 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     att_scratch.resize((size_t)pool->threads() * ops::attend_scratch_bytes((size_t)hp.head_dim) + 64);
 }
 
-// Attention of the chunk's n tokens (positions p0..p0+n-1, already in the cache) for layer il:
-// one job per (token, query head), spread over the pool; each job's arithmetic is fixed.
-void Model::Impl::attention(int il, size_t n, int p0) {
+// Attention of the chunk's tokens t0..n-1 (positions p0+t, already in the cache) for layer il, into
+// rows 0..n-t0-1 of att: one job per (token, query head), spread over the pool; each job's
+// arithmetic is fixed.
+void Model::Impl::attention(int il, size_t t0, size_t n, int p0) {
     const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, group = NH / (size_t)hp.n_head_kv;
     const float scale = 1.0f / sqrtf((float)hp.head_dim);
-    const size_t jobs = n * NH;
+    const size_t jobs = (n - t0) * NH;
     std::atomic<size_t> next{0};
     auto work = [&](int worker) {
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-            const size_t t = j / NH, hq = j % NH;
+            const size_t row = j / NH, t = t0 + row, hq = j % NH;
             const int kvh = (int)(hq / group);
             const size_t n_kv = (size_t)p0 + t + 1;
             const float* qh = q.data() + t * NH * D + hq * D;
-            float* out = att.data() + t * NH * D + hq * D;
+            float* out = att.data() + row * NH * D + hq * D;
             const size_t base = kv_index(il, kvh, 0);
             if (kv_f32)
                 ops::attend_f32(qh, k32.get() + base, v32.get() + base, n_kv, D, scale, out, scratch);
@@ -241,7 +242,7 @@ void Model::Impl::attention(int il, size_t n, int p0) {
         }
     };
     // A decoded token over a short cache is less work than a pool barrier: run it here.
-    if (n * NH * ((size_t)p0 + n) * D < SMALL_ATTENTION) work(0);
+    if (jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION) work(0);
     else pool->run(work);
 }
 
@@ -280,21 +281,31 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
                 }
             }
         }
-        attention(il, n, p0);
-        prod.mm(P, L.wo, att.data(), n, o.data());
-        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
-        for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
+        // In the last layer only the rows whose logits are wanted matter past this point (the
+        // cache already holds every token's K and V): llama.cpp's inp_out_ids. Rows are
+        // independent, so the kept rows' bits do not change.
+        size_t rows = n;
+        if (il == hp.n_layer - 1 && !(logits && all_logits)) {
+            if (!logits) break;
+            rows = 1;
+            std::memmove(x.data(), x.data() + (n - 1) * E, E * sizeof(float));
+        }
+        attention(il, n - rows, n, p0);
+        prod.mm(P, L.wo, att.data(), rows, o.data());
+        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
+        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
         const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
-        prod.group(P, gate_up, xn.data(), n);
-        for (size_t t = 0; t < n; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
-        prod.mm(P, L.down, h.data(), n, o.data());
-        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
+        prod.group(P, gate_up, xn.data(), rows);
+        for (size_t t = 0; t < rows; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
+        prod.mm(P, L.down, h.data(), rows, o.data());
+        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
     }
-    // Logits: every token's, or only the last one's (the others are not needed).
-    const size_t first = all_logits ? 0 : n - 1;
-    for (size_t t = first; t < n; t++)
-        ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + (t - first) * E, E, hp.rms_eps);
-    if (logits) prod.mm(P, output, xn.data(), n - first, logits);
+    // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0).
+    if (logits) {
+        const size_t rows = all_logits ? n : 1;
+        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + t * E, E, hp.rms_eps);
+        prod.mm(P, output, xn.data(), rows, logits);
+    }
     n_past += (int)n;
 }
 
