@@ -5,11 +5,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 
 #include "core/error.h"
 #include "model/forward.h"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/ops.h"
 #include "test.h"
 
@@ -236,6 +239,7 @@ TEST(forward_cli_run_prints_llama_cpp_tokens_and_clear_errors) {
         {"-m " + q1 + " --tokens 1,x", 2, "--tokens wants a comma list"},
         {"-m " + q1 + " --tokens 1 --kv q8", 2, "--kv wants f16 or f32"},
         {"--tokens 1", 2, "-m FILE is required"},
+        {"-m " + q1 + " --tokens 1 -c 16000000000", 2, "between 0 and"},
     };
     for (const auto& b : bad) {
         auto e = bt::run_cmd(bin + " run " + b.args);
@@ -266,4 +270,103 @@ TEST(forward_cli_bench_prints_llama_bench_table) {
     CHECK(j.out.find("\"test\": \"tg2\"") != std::string::npos);
     auto u = bt::run_cmd(bin + " bench --shape 3b");
     CHECK_EQ(u.code, 2);
+}
+
+// A copy of a tiny model with some tensors changed: edit(name, type, ne, data) may rename the
+// source of the data, change the type/shape, or return false to drop the tensor.
+struct TensorEdit {
+    std::string name;
+    gguf::Type type;
+    std::vector<int64_t> ne;
+    const uint8_t* data;
+    uint64_t nbytes;
+};
+std::string rewrite(const std::string& src, const std::string& out_name,
+                    const std::function<bool(TensorEdit&, const gguf::File&)>& edit) {
+    auto f = gguf::File::open(bt::data_path(src));
+    gguf::Writer w;
+    for (const auto& kv : f.metadata())
+        if (kv.key != "general.alignment") w.add_value(kv.key, kv.value);
+    for (const auto& t : f.tensors()) {
+        TensorEdit e{std::string(t.name), t.type, {}, t.data, t.nbytes};
+        for (uint32_t d = 0; d < t.n_dims; d++) e.ne.push_back(t.ne[d]);
+        if (!edit(e, f)) continue;
+        const uint64_t row = gguf::row_bytes(e.type, e.ne[0]);
+        const uint8_t* data = e.data;
+        const uint64_t avail = e.nbytes;
+        w.add_tensor(e.name, e.type, e.ne, [data, row, avail](int64_t r0, int64_t nr, uint8_t* o) {
+            for (int64_t r = 0; r < nr; r++) {
+                const uint64_t at = (uint64_t)(r0 + r) * row;
+                for (uint64_t i = 0; i < row; i++) o[r * row + i] = at + i < avail ? data[at + i] : 0;
+            }
+        });
+    }
+    const std::string path = bt::temp_dir() + "/" + out_name;
+    w.write(path);
+    return path;
+}
+
+TEST(forward_tied_output_uses_token_embd) {
+    // Both files have output.weight's bytes as the embedding; one keeps output.weight, one drops it.
+    auto to_embd = [](TensorEdit& e, const gguf::File& f) {
+        if (e.name == "token_embd.weight") e.data = f.get("output.weight").data;
+        return true;
+    };
+    const std::string untied = rewrite("tiny-q2_0.gguf", "untied.gguf", to_embd);
+    const std::string tied = rewrite("tiny-q2_0.gguf", "tied.gguf", [&](TensorEdit& e, const gguf::File& f) {
+        return e.name != "output.weight" && to_embd(e, f);
+    });
+    ModelOptions o;
+    o.threads = 2;
+    o.ctx = 64;
+    auto a = Model::open(untied, o), b = Model::open(tied, o);
+    CHECK(!a->hparams().tied_output);
+    CHECK(b->hparams().tied_output);
+    auto la = a->eval(PROMPT_A), lb = b->eval(PROMPT_A);
+    CHECK_EQ(compare(la, lb).first, (size_t)0);
+    // And the embedding really changed: the original model's logits differ.
+    auto orig = open_tiny("tiny-q2_0.gguf")->eval(PROMPT_A);
+    CHECK_GT(compare(orig, la).first, (size_t)0);
+}
+
+TEST(forward_open_names_missing_misshapen_and_mistyped_tensors) {
+    ModelOptions o;
+    o.threads = 1;
+    const std::string missing = rewrite("tiny-q1_0.gguf", "missing.gguf", [](TensorEdit& e, const gguf::File&) {
+        return e.name != "blk.1.ffn_up.weight";
+    });
+    CHECK_THROWS(Model::open(missing, o), "missing tensor blk.1.ffn_up.weight");
+    const std::string shape = rewrite("tiny-q1_0.gguf", "shape.gguf", [](TensorEdit& e, const gguf::File&) {
+        if (e.name == "blk.0.attn_k.weight") e.ne = {256, 64};
+        return true;
+    });
+    CHECK_THROWS(Model::open(shape, o), "tensor blk.0.attn_k.weight has shape [256, 64], expected [256, 128]");
+    const std::string type = rewrite("tiny-q1_0.gguf", "type.gguf", [](TensorEdit& e, const gguf::File&) {
+        if (e.name == "blk.0.ffn_norm.weight") e.type = gguf::Type::F16;
+        return true;
+    });
+    CHECK_THROWS(Model::open(type, o), "tensor blk.0.ffn_norm.weight has type f16, expected f32");
+}
+
+TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
+    // 150 tokens: three chunks of up to 64 (the last layer skips the rows whose logits are unused).
+    std::vector<int32_t> p(150);
+    for (size_t i = 0; i < p.size(); i++) p[i] = (int32_t)((i * 37 + 11) % 1024);
+    auto m = open_tiny("tiny-q1_0.gguf", 2);
+    auto last = m->eval(p);
+    m->reset();
+    auto every = m->eval(p, true);
+    m->reset();
+    std::vector<float> single;
+    for (int32_t t : p) single = m->eval(std::span<const int32_t>(&t, 1));
+    const size_t V = last.size();
+    CHECK_EQ(std::memcmp(last.data(), every.data() + (p.size() - 1) * V, V * 4), 0);
+    CHECK_EQ(std::memcmp(last.data(), single.data(), V * 4), 0);
+    // Continuing after a chunked prompt: the cache holds every position.
+    const int32_t next = 5;
+    auto a = m->eval(std::span<const int32_t>(&next, 1));
+    m->reset();
+    m->eval(p);
+    auto b = m->eval(std::span<const int32_t>(&next, 1));
+    CHECK_EQ(compare(a, b).first, (size_t)0);
 }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <new>
 
 #include "core/error.h"
 #include "model/ops.h"
@@ -16,6 +17,8 @@ namespace {
 
 // Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many).
 constexpr size_t MAX_BATCH = 64;
+// Attention below this many (query, key) element products runs on the calling thread.
+constexpr size_t SMALL_ATTENTION = 1 << 16;
 
 struct Layer {
     const float* attn_norm = nullptr;
@@ -116,7 +119,7 @@ struct Model::Impl {
     void load();
     void alloc(const ModelOptions& opt);
     void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
-    void attention(int il, size_t n, int p0);
+    void attention(int il, size_t t0, size_t n, int p0);
 };
 
 void Model::Impl::load() {
@@ -138,6 +141,11 @@ void Model::Impl::load() {
         meta_int(f, "qwen3.attention.value_length", 1, 4096) != hp.head_dim)
         throw Error(f.path() + ": qwen3.attention.value_length differs from key_length");
     if (hp.head_dim % 2) throw Error(f.path() + ": qwen3.attention.key_length must be even");
+    // llama.cpp's qwen3 graph rotates whole heads (n_rot == head_dim) and asserts it.
+    if (f.has("qwen3.rope.dimension_count") &&
+        meta_int(f, "qwen3.rope.dimension_count", 1, 4096) != hp.head_dim)
+        throw Error(f.path() + ": qwen3.rope.dimension_count differs from the head size " +
+                    std::to_string(hp.head_dim) + " (partial rotary embedding is not qwen3)");
     hp.n_ff = meta_int(f, "qwen3.feed_forward_length", 1, 1 << 22);
     hp.n_ctx_train = f.get_i64("qwen3.context_length").value_or(4096);
     hp.rms_eps = f.get_f32("qwen3.attention.layer_norm_rms_epsilon").value_or(1e-6f);
@@ -183,12 +191,17 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     if (n_ctx < 1) n_ctx = 1;
     kv_f32 = opt.kv_f32;
     const size_t kv_elems = (size_t)hp.n_layer * hp.n_head_kv * (size_t)n_ctx * hp.head_dim;
-    if (kv_f32) {
-        k32.reset(new float[kv_elems]);
-        v32.reset(new float[kv_elems]);
-    } else {
-        k16.reset(new uint16_t[kv_elems]);
-        v16.reset(new uint16_t[kv_elems]);
+    try {
+        if (kv_f32) {
+            k32.reset(new float[kv_elems]);
+            v32.reset(new float[kv_elems]);
+        } else {
+            k16.reset(new uint16_t[kv_elems]);
+            v16.reset(new uint16_t[kv_elems]);
+        }
+    } catch (const std::bad_alloc&) {
+        throw Error("cannot allocate the key/value cache for a context of " + std::to_string(n_ctx) + " (" +
+                    std::to_string(2 * kv_elems * (kv_f32 ? 4 : 2) >> 20) + " MiB)");
     }
     const size_t E = hp.n_embd, NQ = (size_t)hp.n_head * hp.head_dim, NKV = (size_t)hp.n_head_kv * hp.head_dim;
     x.resize(MAX_BATCH * E);
@@ -205,28 +218,32 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     att_scratch.resize((size_t)pool->threads() * ops::attend_scratch_bytes((size_t)hp.head_dim) + 64);
 }
 
-// Attention of the chunk's n tokens (positions p0..p0+n-1, already in the cache) for layer il:
-// one job per (token, query head), spread over the pool; each job's arithmetic is fixed.
-void Model::Impl::attention(int il, size_t n, int p0) {
+// Attention of the chunk's tokens t0..n-1 (positions p0+t, already in the cache) for layer il, into
+// rows 0..n-t0-1 of att: one job per (token, query head), spread over the pool; each job's
+// arithmetic is fixed.
+void Model::Impl::attention(int il, size_t t0, size_t n, int p0) {
     const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, group = NH / (size_t)hp.n_head_kv;
     const float scale = 1.0f / sqrtf((float)hp.head_dim);
-    const size_t jobs = n * NH;
+    const size_t jobs = (n - t0) * NH;
     std::atomic<size_t> next{0};
-    pool->run([&](int worker) {
+    auto work = [&](int worker) {
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-            const size_t t = j / NH, hq = j % NH;
+            const size_t row = j / NH, t = t0 + row, hq = j % NH;
             const int kvh = (int)(hq / group);
             const size_t n_kv = (size_t)p0 + t + 1;
             const float* qh = q.data() + t * NH * D + hq * D;
-            float* out = att.data() + t * NH * D + hq * D;
+            float* out = att.data() + row * NH * D + hq * D;
             const size_t base = kv_index(il, kvh, 0);
             if (kv_f32)
                 ops::attend_f32(qh, k32.get() + base, v32.get() + base, n_kv, D, scale, out, scratch);
             else
                 ops::attend_f16(qh, k16.get() + base, v16.get() + base, n_kv, D, scale, out, scratch);
         }
-    });
+    };
+    // A decoded token over a short cache is less work than a pool barrier: run it here.
+    if (jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION) work(0);
+    else pool->run(work);
 }
 
 void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits) {
@@ -240,9 +257,8 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
     for (int il = 0; il < hp.n_layer; il++) {
         const Layer& L = layers[(size_t)il];
         for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps);
-        prod.mm(P, L.wq, xn.data(), n, q.data());
-        prod.mm(P, L.wk, xn.data(), n, k.data());
-        prod.mm(P, L.wv, xn.data(), n, v.data());
+        const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
+        prod.group(P, qkv, xn.data(), n);
         for (size_t t = 0; t < n; t++) {
             const float* cs = rope_cs.data() + t * D;
             for (size_t hq = 0; hq < NH; hq++) {
@@ -265,21 +281,31 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
                 }
             }
         }
-        attention(il, n, p0);
-        prod.mm(P, L.wo, att.data(), n, o.data());
-        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
-        for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
-        prod.mm(P, L.gate, xn.data(), n, g.data());
-        prod.mm(P, L.up, xn.data(), n, u.data());
-        for (size_t t = 0; t < n; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
-        prod.mm(P, L.down, h.data(), n, o.data());
-        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
+        // In the last layer only the rows whose logits are wanted matter past this point (the
+        // cache already holds every token's K and V): llama.cpp's inp_out_ids. Rows are
+        // independent, so the kept rows' bits do not change.
+        size_t rows = n;
+        if (il == hp.n_layer - 1 && !(logits && all_logits)) {
+            if (!logits) break;
+            rows = 1;
+            std::memmove(x.data(), x.data() + (n - 1) * E, E * sizeof(float));
+        }
+        attention(il, n - rows, n, p0);
+        prod.mm(P, L.wo, att.data(), rows, o.data());
+        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
+        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
+        const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
+        prod.group(P, gate_up, xn.data(), rows);
+        for (size_t t = 0; t < rows; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
+        prod.mm(P, L.down, h.data(), rows, o.data());
+        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
     }
-    // Logits: every token's, or only the last one's (the others are not needed).
-    const size_t first = all_logits ? 0 : n - 1;
-    for (size_t t = first; t < n; t++)
-        ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + (t - first) * E, E, hp.rms_eps);
-    if (logits) prod.mm(P, output, xn.data(), n - first, logits);
+    // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0).
+    if (logits) {
+        const size_t rows = all_logits ? n : 1;
+        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + t * E, E, hp.rms_eps);
+        prod.mm(P, output, xn.data(), rows, logits);
+    }
     n_past += (int)n;
 }
 

@@ -1,5 +1,6 @@
 #include "model/products.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -55,6 +56,35 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
         for (size_t c = 0; c < n; c++)
             for (size_t r = r0; r < r1; r++)
                 y[c * rows + r] = ops::dot_f32((const float*)(w.data + r * w.row_bytes), x + c * cols, cols);
+    });
+}
+
+// Rows per job of a grouped product: large enough that each mat_vec call's per-call setup (the
+// column's scales) is noise, small enough to balance a few threads over a layer's matrices.
+static constexpr size_t GROUP_ROWS = 256;
+
+void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n) {
+    quant::WeightType wt;
+    bool same = !outs.empty() && quant_type(outs[0].w->type, wt);
+    for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
+    if (!same || n != 1 || pool.threads() == 1) {
+        for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
+        return;
+    }
+    const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
+    if (act_.size() < ab) act_.resize(ab);
+    quant::prepare_activations(wt, x, cols, 1, act_.data());
+    size_t total = 0;
+    for (const Out& o : outs) total += (size_t)o.w->rows;
+    const uint8_t* act = act_.data();
+    pool.chunks(total, GROUP_ROWS, [&](size_t r0, size_t r1) {
+        size_t off = 0;
+        for (const Out& o : outs) {
+            const size_t rows = (size_t)o.w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
+            if (lo < hi)
+                quant::mat_vec(wt, o.w->data + (lo - off) * o.w->row_bytes, hi - lo, cols, act, o.y + (lo - off));
+            off += rows;
+        }
     });
 }
 

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/gguf.h"
@@ -30,6 +31,15 @@ public:
     void mv(par::Pool& pool, const Matrix& w, const float* x, float* y);
     // Y[c*rows + r] = row r of W times column c of X (X[c*cols + k]), for c < n.
     void mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y);
+
+    // Several matrices times the same column(s) (Q, K, V; gate, up): the column is prepared once,
+    // and with one column the rows of all of them are shared out in one pool job, so that a decoded
+    // token waits for half as many pool barriers. Every element has mv's / mm's bits.
+    struct Out {
+        const Matrix* w;
+        float* y;
+    };
+    void group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n);
 
 private:
     std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
