@@ -63,9 +63,11 @@ $(ASANBUILD)/bankml-asan: $(ASANBUILD)/bankml.o $(SRCS:%.cpp=$(ASANBUILD)/%.o)
 bench: bankml
 	./bankml bench pool
 	./bankml bench memory
+	./bankml bench kernels
 
+# `make run`: the model benchmark on the embedded default (a synthetic 1.7B Q1_0 model).
 run: bankml
-	./bankml version
+	./bankml bench
 
 clean:
 	rm -rf $(BUILD) $(ASANBUILD) bankml

@@ -20,6 +20,7 @@ static const Command HELP_CMD = {"help", "show help for bankml or one command", 
 static const Command* const COMMANDS[] = {
     &HELP_CMD,
     &bankml::cmd::version_command,
+    &bankml::cmd::run_command,
     &bankml::cmd::bench_command,
     &bankml::cmd::gpu_command,
     &bankml::cmd::info_command,

@@ -284,3 +284,25 @@ TEST(gguf_alignment_key_is_checked_and_used) {
     CHECK_THROWS(File::parse("a.gguf", build(5, 64, 0)), "'general.alignment' has type i32, expected u32");
     CHECK_THROWS(File::parse("a.gguf", build(4, 64, 32)), "offset = 32 is not a multiple of the alignment 64");
 }
+
+TEST(gguf_deeply_nested_arrays_are_refused_not_recursed) {
+    auto build = [](int depth) {
+        std::vector<uint8_t> b;
+        auto u32 = [&](uint32_t v) { b.insert(b.end(), (uint8_t*)&v, (uint8_t*)&v + 4); };
+        auto u64 = [&](uint64_t v) { b.insert(b.end(), (uint8_t*)&v, (uint8_t*)&v + 8); };
+        u32(gguf::MAGIC); u32(3); u64(0); u64(1);
+        u64(1); b.push_back('k');
+        u32(9);  // the value is an array ...
+        for (int i = 1; i < depth; ++i) { u32(9); u64(1); }  // ... of one array, depth - 1 times
+        u32(4); u64(1); u32(7);  // innermost: [u32 7]
+        return b;
+    };
+    File ok = File::parse("n.gguf", build(16));
+    const gguf::Value* v = ok.find_kv("k");
+    REQUIRE(v != nullptr);
+    for (int i = 1; i < 16; ++i) v = &v->items.at(0);
+    CHECK_EQ(v->int_at(0), 7);
+    CHECK_THROWS(File::parse("n.gguf", build(17)), "n.gguf: metadata 'k'[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0]: arrays nested deeper than 16");
+    // A million levels claimed in a small file: refused at level 16, no deep recursion.
+    CHECK_THROWS(File::parse("n.gguf", build(100000)), "arrays nested deeper than 16");
+}

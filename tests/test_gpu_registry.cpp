@@ -1,12 +1,14 @@
 // The GPU registry: selection on constructed device lists, BANKML_GPU in every form, discovery that
 // never crashes (no loader, a loader without a driver, lavapipe), sysfs from fixture trees, and the
 // `bankml gpu` report.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <new>
 #include <stdexcept>
 
 #include "core/error.h"
+#include "core/json.h"
 #include "gpu/gpu.h"
 #include "gpu/sysfs.h"
 #include "gpu/vulkan.h"
@@ -153,13 +155,27 @@ static bool has_note(const std::vector<std::string>& notes, const std::string& s
     return false;
 }
 
-// Runs `bankml gpu` with env prepended; exit 0 and one JSON object on stdout whatever happens.
-static bt::Proc bankml_gpu(const std::string& env) {
-    auto p = bt::run_cmd(env + " " + bt::bankml_bin() + " gpu");
-    CHECK_EQ(p.code, 0);
-    CHECK(p.out.rfind("{", 0) == 0);
-    CHECK(p.out.find("\"kernels\"") != std::string::npos);
-    return p;
+// Runs `bankml gpu` with env prepended; exit 0 and one JSON report on stdout whatever happens.
+struct Report {
+    bt::Proc p;
+    json::Value v;
+};
+static Report bankml_gpu(const std::string& env) {
+    Report r{bt::run_cmd(env + " " + bt::bankml_bin() + " gpu"), {}};
+    CHECK_EQ(r.p.code, 0);
+    json::ParseFailure why;
+    auto v = json::try_parse(r.p.out, &why);
+    if (!v) bt::fail(__FILE__, __LINE__, "bankml gpu (" + env + ") printed no JSON: " + why.message);
+    else r.v = *v;
+    CHECK(r.v["kernels"].is_object());
+    CHECK(r.v["devices"].is_array());
+    return r;
+}
+
+static bool note_has(const json::Value& notes, const std::string& sub) {
+    for (const auto& n : notes.as_array())
+        if (n.string_or("").find(sub) != std::string::npos) return true;
+    return false;
 }
 
 static std::string lavapipe_icd() {
@@ -194,35 +210,46 @@ TEST(discovery_never_panics) {
     }
     // No loader, a library that is not a loader, a loader without any driver: notes, exit 0.
     auto none = bankml_gpu("BANKML_VULKAN_LOADER=/nonexistent");
-    CHECK(none.out.find("vulkan: no Vulkan loader (/nonexistent) on this machine") != std::string::npos);
+    CHECK(note_has(none.v["notes"], "vulkan: no Vulkan loader (/nonexistent) on this machine"));
+    CHECK_EQ(none.v["devices"].size(), 0u);
+    CHECK_EQ(none.v["kernels"]["Q1_0"]["runs_on"].string_or(""), "cpu");
     auto libc = bankml_gpu("BANKML_VULKAN_LOADER=libc.so.6");
-    CHECK(libc.out.find("has no vkGetInstanceProcAddr") != std::string::npos);
+    CHECK(note_has(libc.v["notes"], "has no vkGetInstanceProcAddr"));
     auto nodrv = bankml_gpu("VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json");
-    if (nodrv.out.find("no Vulkan loader") == std::string::npos) {
+    if (!note_has(nodrv.v["notes"], "no Vulkan loader")) {
         // The loader either refuses the instance or finds no device; either way it is said.
-        bool said = nodrv.out.find("vkCreateInstance(api ") != std::string::npos ||
-                    nodrv.out.find("vulkan: no devices") != std::string::npos;
-        CHECK(said);
-        CHECK(nodrv.out.find("\"devices\": []") != std::string::npos);
+        CHECK(note_has(nodrv.v["notes"], "vkCreateInstance(api ") || note_has(nodrv.v["notes"], "vulkan: no devices"));
+        if (note_has(nodrv.v["notes"], "VK_ERROR_INCOMPATIBLE_DRIVER"))
+            CHECK(note_has(nodrv.v["notes"], "VK_LOADER_DEBUG=error,warn shows why"));
+        CHECK_EQ(nodrv.v["devices"].size(), 0u);
     }
     // lavapipe: listed as Cpu, not usable, never selected unless allowed.
     std::string icd = lavapipe_icd();
     if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
     std::string env = "VK_ICD_FILENAMES=" + icd + " VK_DRIVER_FILES=" + icd;
     auto lvp = bankml_gpu(env);
-    CHECK(lvp.out.find("\"name\": \"llvmpipe") != std::string::npos);
-    CHECK(lvp.out.find("\"kind\": \"Cpu\"") != std::string::npos);
-    CHECK(lvp.out.find("\"usable\": false") != std::string::npos);
-    CHECK(lvp.out.find("\"not_usable_because\": \"software renderer") != std::string::npos);
-    CHECK(lvp.out.find("\"selected\": []") != std::string::npos);
+    REQUIRE_EQ(lvp.v["devices"].size(), 1u);
+    const json::Value& llvmpipe = lvp.v["devices"][0];
+    CHECK(llvmpipe["name"].string_or("").find("llvmpipe") == 0);
+    CHECK_EQ(llvmpipe["kind"].string_or(""), "Cpu");
+    CHECK(!llvmpipe["usable"].bool_or(true));
+    CHECK(llvmpipe["not_usable_because"].string_or("").find("software renderer") == 0);
+    CHECK(!llvmpipe["selected"].bool_or(true));
+    CHECK_EQ(lvp.v["selected"].size(), 0u);
+    CHECK(!lvp.v["allow_software"].bool_or(true));
     auto allowed = bankml_gpu(env + " BANKML_GPU_ALLOW_SOFTWARE=1");
-    CHECK(allowed.out.find("\"selected\": [0]") != std::string::npos);
-    CHECK(allowed.out.find("\"allow_software\": true") != std::string::npos);
-    CHECK(allowed.out.find("BANKML_GPU_ALLOW_SOFTWARE=1: software renderers may be selected") != std::string::npos);
+    REQUIRE_EQ(allowed.v["selected"].size(), 1u);
+    CHECK_EQ(allowed.v["selected"][0].as_int(), 0);
+    CHECK(allowed.v["allow_software"].bool_or(false));
+    CHECK(note_has(allowed.v["notes"], "BANKML_GPU_ALLOW_SOFTWARE=1: software renderers may be selected"));
+    CHECK_EQ(allowed.v["kernels"]["Q1_0"]["runs_on"].string_or(""), "gpu");
+    auto off = bankml_gpu(env + " BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU=off");
+    CHECK_EQ(off.v["selected"].size(), 0u);
+    CHECK_EQ(off.v["bankml_gpu"].string_or(""), "off");
     // Khronos' validation layer, where installed, finds nothing to say about discovery.
     auto val = bankml_gpu(env + " VK_INSTANCE_LAYERS=VK_LAYER_KHRONOS_validation");
-    CHECK(val.err.find("Validation") == std::string::npos);
-    CHECK(val.out.find("Validation") == std::string::npos);
+    CHECK(val.p.err.find("Validation") == std::string::npos);
+    CHECK_EQ(val.v["devices"].size(), 1u);
 }
 
 TEST(vulkan_describes_lavapipe_in_process_and_names_vkresults) {
@@ -375,4 +402,178 @@ TEST(bankml_gpu_help_documents_the_environment_and_bad_flags_exit_2) {
     CHECK_EQ(bad.code, 2);
     CHECK(bad.out.empty());
     CHECK(bad.err.find("--frob") != std::string::npos);
+}
+
+// The field names docs/modules/gpu.md documents, in order: a renamed or added field fails here.
+static const std::vector<std::string> TOP_FIELDS = {"devices", "selected", "bankml_gpu", "allow_software", "notes", "kernels"};
+static const std::vector<std::string> DEVICE_FIELDS = {
+    "index", "backend", "id", "name", "kind", "vendor_id", "device_id", "vendor", "api_version", "driver",
+    "device_local_bytes", "host_visible_device_local", "host_visible_device_local_bytes", "heaps", "compute_queues",
+    "pci_address", "count", "usd_per_hour", "usable", "not_usable_because", "selected", "sysfs", "notes"};
+static const std::vector<std::string> SYSFS_FIELDS = {"card", "vendor_id", "device_id", "driver", "vram_total_bytes",
+                                                      "gtt_total_bytes", "pci_address", "numa_node"};
+
+static std::vector<std::string> keys(const json::Value& o) {
+    std::vector<std::string> k;
+    if (o.is_object())
+        for (const auto& m : o.as_object()) k.push_back(m.first);
+    return k;
+}
+
+static std::vector<Device> report_cards() {
+    Device amd = dev("AMD Radeon RX 6900 XT", Kind::Discrete, 16 * GiB);
+    amd.vendor_id = 0x1002, amd.device_id = 0x73bf, amd.api_version = (1u << 22) | (3u << 12) | 239;
+    amd.heaps = {{16 * GiB, true, true}, {31 * GiB, false, true}};
+    amd.host_visible_device_local = true, amd.host_visible_device_local_bytes = 16 * GiB;
+    amd.driver = "radv Mesa 22.3.6";
+    amd.notes = {"a \"quoted\" note"};
+    Device lvp = dev("llvmpipe", Kind::Cpu, GiB);
+    lvp.vendor_id = 0x10005;
+    Device rented = dev("8x Nvidia H200", Kind::Remote, 141 * GiB, 0);
+    rented.id = "h200x8", rented.count = 8, rented.usd_per_hour = 40.0;
+    return {lvp, amd, rented};
+}
+
+TEST(bankml_gpu_report_has_the_documented_fields) {
+    // A constructed discovery: every field with a value, a sysfs record, a rented card.
+    EnvVar g("BANKML_GPU", nullptr), a("BANKML_GPU_ALLOW_SOFTWARE", nullptr);
+    auto disc = gpu::discover_with({{"fixture", report_cards}}, bt::data_path("sysfs/mixed"));
+    auto v = json::parse(gpu::report_json(disc));
+    CHECK(keys(v) == TOP_FIELDS);
+    REQUIRE_EQ(v["devices"].size(), 3u);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(keys(v["devices"][i]) == DEVICE_FIELDS);
+        CHECK_EQ(v["devices"][i]["index"].as_int(), int64_t(i));
+        CHECK_EQ(v["devices"][i]["backend"].as_string(), "fixture");
+    }
+    const auto& amd = v["devices"][1];
+    CHECK_EQ(amd["kind"].as_string(), "Discrete");
+    CHECK_EQ(amd["vendor_id"].as_int(), 0x1002);
+    CHECK_EQ(amd["device_id"].as_int(), 0x73bf);
+    CHECK_EQ(amd["vendor"].as_string(), "AMD");
+    CHECK_EQ(amd["api_version"].as_string(), "1.3.239");
+    CHECK_EQ(amd["driver"].as_string(), "radv Mesa 22.3.6");
+    CHECK_EQ(amd["device_local_bytes"].as_uint(), 16 * GiB);
+    CHECK(amd["host_visible_device_local"].as_bool());
+    CHECK_EQ(amd["host_visible_device_local_bytes"].as_uint(), 16 * GiB);
+    REQUIRE_EQ(amd["heaps"].size(), 2u);
+    CHECK(keys(amd["heaps"][1]) == (std::vector<std::string>{"bytes", "device_local", "host_visible"}));
+    CHECK(!amd["heaps"][1]["device_local"].as_bool());
+    CHECK_EQ(amd["compute_queues"].as_int(), 1);
+    CHECK_EQ(amd["count"].as_int(), 1);
+    CHECK(amd["usd_per_hour"].is_null());
+    CHECK(amd["usable"].as_bool());
+    CHECK(amd["not_usable_because"].is_null());
+    CHECK(amd["selected"].as_bool());
+    CHECK(keys(amd["sysfs"]) == SYSFS_FIELDS);
+    CHECK_EQ(amd["sysfs"]["card"].as_string(), "card0");
+    CHECK_EQ(amd["sysfs"]["driver"].as_string(), "amdgpu");
+    CHECK_EQ(amd["sysfs"]["vram_total_bytes"].as_uint(), 17163091968ull);
+    CHECK_EQ(amd["sysfs"]["gtt_total_bytes"].as_uint(), 33554432000ull);
+    CHECK_EQ(amd["sysfs"]["pci_address"].as_string(), "0000:03:00.0");
+    CHECK_EQ(amd["sysfs"]["numa_node"].as_int(), 1);
+    REQUIRE_EQ(amd["notes"].size(), 1u);
+    CHECK_EQ(amd["notes"][0].as_string(), "a \"quoted\" note");
+
+    const auto& rented = v["devices"][2];
+    CHECK_EQ(rented["kind"].as_string(), "Remote");
+    CHECK_EQ(rented["id"].as_string(), "h200x8");
+    CHECK_EQ(rented["count"].as_int(), 8);
+    CHECK_EQ(rented["usd_per_hour"].as_double(), 40.0);
+    CHECK(!rented["selected"].as_bool());
+    CHECK(rented["sysfs"].is_null());
+    CHECK(rented["not_usable_because"].as_string().find("rented") != std::string::npos);
+    CHECK(v["devices"][0]["api_version"].is_null());
+
+    REQUIRE_EQ(v["selected"].size(), 1u);
+    CHECK_EQ(v["selected"][0].as_int(), 1);
+    CHECK(v["bankml_gpu"].is_null());
+    CHECK(!v["allow_software"].as_bool());
+    // The sysfs cards no backend found (the i915 and the APU) and the garbage are noted.
+    CHECK(note_has(v["notes"], "sysfs: card1 (8086:4680, i915) has no device in any backend"));
+    CHECK(note_has(v["notes"], "('zzz')"));
+    CHECK(keys(v["kernels"]) == (std::vector<std::string>{"Q1_0", "Q2_0", "F16"}));
+    for (const char* k : {"Q1_0", "Q2_0", "F16"})
+        CHECK(keys(v["kernels"][k]) == (std::vector<std::string>{"runs_on", "device", "why"}));
+    CHECK_EQ(v["kernels"]["Q1_0"]["runs_on"].as_string(), "gpu");
+    CHECK_EQ(v["kernels"]["Q1_0"]["device"].as_int(), 1);
+    CHECK_EQ(v["kernels"]["Q2_0"]["runs_on"].as_string(), "cpu");
+    CHECK(v["kernels"]["F16"]["device"].is_null());
+
+    {
+        EnvVar off("BANKML_GPU", "nonsense");
+        auto w = json::parse(gpu::report_json(disc));
+        CHECK_EQ(w["selected"].size(), 0u);
+        CHECK_EQ(w["bankml_gpu"].as_string(), "nonsense");
+        CHECK(note_has(w["notes"], "BANKML_GPU='nonsense'"));
+        CHECK_EQ(w["kernels"]["Q1_0"]["runs_on"].as_string(), "cpu");
+    }
+
+    // And the real thing on this machine, whatever it has.
+    auto here = bankml_gpu("");
+    CHECK(keys(here.v) == TOP_FIELDS);
+    for (const auto& d : here.v["devices"].as_array()) {
+        CHECK(keys(d) == DEVICE_FIELDS);
+        if (!d["sysfs"].is_null()) CHECK(keys(d["sysfs"]) == SYSFS_FIELDS);
+    }
+}
+
+// The entry-point table compute builds on: the long-lived instance, validation, and every
+// device-level function loaded for a real device (lavapipe), which is then destroyed cleanly.
+TEST(vulkan_instance_and_device_table_load_on_lavapipe) {
+    std::string icd = lavapipe_icd();
+    if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
+    EnvVar a("VK_ICD_FILENAMES", icd.c_str()), b("VK_DRIVER_FILES", icd.c_str()), c("BANKML_VULKAN_LOADER", nullptr);
+    std::optional<gpu::vulkan::Instance> inst;
+    try {
+        inst.emplace(true);
+    } catch (const std::exception& e) {
+        SKIP(std::string("no Vulkan loader usable here: ") + e.what());
+    }
+    const auto& vk = inst->vk();
+    auto pds = inst->physical_devices();
+    REQUIRE_EQ(pds.size(), 1u);
+    uint32_t nq = 0;
+    vk.GetPhysicalDeviceQueueFamilyProperties(pds[0], &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    vk.GetPhysicalDeviceQueueFamilyProperties(pds[0], &nq, qf.data());
+    uint32_t family = nq;
+    for (uint32_t i = 0; i < nq; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = std::min(family, i);
+    REQUIRE(family < nq);
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    qi.queueFamilyIndex = family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &prio;
+    VkDeviceCreateInfo di{};
+    di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    VkDevice device = VK_NULL_HANDLE;
+    gpu::vulkan::check(vk.CreateDevice(pds[0], &di, nullptr, &device), "vkCreateDevice(llvmpipe)");
+    gpu::vulkan::Vk dvk = vk;
+    dvk.load_device(device);
+    CHECK(dvk.QueueSubmit != nullptr);
+    CHECK(dvk.CreateComputePipelines != nullptr);
+    CHECK(dvk.CmdDispatch != nullptr);
+    CHECK(dvk.GetQueryPoolResults != nullptr);
+    VkQueue q = VK_NULL_HANDLE;
+    dvk.GetDeviceQueue(device, family, 0, &q);
+    CHECK(q != VK_NULL_HANDLE);
+    gpu::vulkan::check(dvk.DeviceWaitIdle(device), "vkDeviceWaitIdle");
+    dvk.DestroyDevice(device, nullptr);
+    // Where Khronos' layer is installed (CI installs it) validation is on, and silent.
+    if (std::filesystem::exists("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"))
+        CHECK(inst->validation());
+    CHECK(gpu::vulkan::validation_messages().empty());
+    CHECK_THROWS(gpu::vulkan::Vk().load_device(device), "before load_instance");
+
+    // The long-lived instance is one object for the process.
+    const auto& i1 = gpu::vulkan::instance();
+    const auto& i2 = gpu::vulkan::instance();
+    CHECK(&i1 == &i2);
+    auto d = gpu::vulkan::describe(i1, i1.physical_devices().at(0), 0);
+    CHECK(d.kind == Kind::Cpu);
 }

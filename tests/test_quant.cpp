@@ -227,5 +227,37 @@ TEST(quant_kernels_env_forces_the_reference) {
     if (cpu_has_avx2_fma_f16c()) {
         auto q = bt::run_cmd("BANKML_KERNELS= " + bt::bankml_bin() + " version");
         CHECK(q.out.find("kernels: avx2+fma+f16c") != std::string::npos);
+        auto r = bt::run_cmd("BANKML_KERNELS=avx2 " + bt::bankml_bin() + " version");
+        CHECK(r.out.find("kernels: avx2+fma+f16c (") != std::string::npos);
+        CHECK(r.out.find("vnni for") == std::string::npos);
+    }
+}
+
+#include "quant/kernels_impl.h"
+
+// The batch kernel's two inner loops (AVX-VNNI where the CPU has it, AVX2 otherwise and for columns
+// holding -128) against the reference, on quantized columns (no -128) and raw ones (with -128).
+TEST(quant_q1_0_batch_vnni_and_avx2_loops_equal_reference) {
+    if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C");
+    std::mt19937 g(21);
+    std::normal_distribution<float> nd;
+    const size_t rows = 23, cols = 1024, ncols = 6;
+    auto w = rand_weights(g, WeightType::Q1_0, rows, cols, Regime::Random);
+    std::vector<float> xf(cols * ncols);
+    for (auto& v : xf) v = nd(g) * ((g() % 5) ? 1.0f : 50.0f);
+    std::vector<uint8_t> x(ncols * act_bytes(WeightType::Q1_0, cols));
+    prepare_activations(WeightType::Q1_0, xf.data(), cols, ncols, x.data(), Path::Reference);
+    auto* xb = reinterpret_cast<BlockQ8_0*>(x.data());
+    xb[5 * (cols / 32) + 3].qs[7] = -128;  // column 5 takes the AVX2 loop even with VNNI
+    std::vector<float> ref(rows * ncols);
+    mat_mat(WeightType::Q1_0, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
+    for (bool vnni : {false, true}) {
+        if (vnni && !cpu().avxvnni) continue;
+        detail::Prepared p;
+        detail::q1_0_prepare(xb, cols, ncols, p, vnni);
+        if (vnni) CHECK_EQ(int(p.has_m128[5]) + int(p.has_m128[0]), 1);
+        std::vector<float> y(rows * ncols, -1.0f);
+        detail::q1_0_rows_avx2(w.data(), cols, 0, rows, x.data(), p, ncols, y.data(), rows);
+        CHECK(same(ref, y));
     }
 }

@@ -6,6 +6,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/f16.h"
+#include "core/json.h"
 #include "model/gguf.h"
 #include "model/gguf_writer.h"
 #include "model/synth.h"
@@ -29,19 +31,6 @@ synth::Spec tiny(Type t, uint64_t seed) {
     s.type = t;
     s.seed = seed;
     return s;
-}
-
-float f16_to_f32(uint16_t h) {
-    uint32_t sign = uint32_t(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float v;
-    if (e == 0) v = std::ldexp(float(m), -24);
-    else if (e == 31) v = m ? NAN : INFINITY;
-    else v = std::ldexp(float(m | 0x400), int(e) - 25);
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    bits |= sign;
-    std::memcpy(&v, &bits, 4);
-    return v;
 }
 
 }  // namespace
@@ -144,7 +133,7 @@ TEST(synth_reader_reads_back_every_tensor_with_the_promised_scale) {
                 int per = t == Type::Q1_0 ? 128 : 64;
                 for (int64_t b = 0; b < k / per; ++b) {
                     const uint8_t* blk = row + 18 * b;
-                    float d = f16_to_f32(uint16_t(blk[0] | blk[1] << 8));
+                    float d = bankml::f16_to_f32(uint16_t(blk[0] | blk[1] << 8));
                     double lo = (t == Type::Q1_0 ? 1.0 : std::sqrt(2.0)) / std::sqrt(double(k));
                     CHECK(d >= 0.74 * lo && d <= 1.26 * lo);
                     for (int j = 0; j < per; ++j) {
@@ -161,7 +150,7 @@ TEST(synth_reader_reads_back_every_tensor_with_the_promised_scale) {
             } else {
                 for (int64_t j = 0; j < k; ++j) {
                     float w;
-                    if (t == Type::F16) w = f16_to_f32(uint16_t(row[2 * j] | row[2 * j + 1] << 8));
+                    if (t == Type::F16) w = bankml::f16_to_f32(uint16_t(row[2 * j] | row[2 * j + 1] << 8));
                     else std::memcpy(&w, row + 4 * j, 4);
                     CHECK(std::fabs(w) <= std::sqrt(3.0 / double(k)) * 1.001);
                     sum2 += double(w) * w;
@@ -341,27 +330,6 @@ TEST(gguf_writer_round_trips_every_value_type_and_alignment) {
     CHECK_THROWS(w2.write("/nonexistent-dir/x.gguf"), "fopen(/nonexistent-dir/x.gguf.part) failed");
 }
 
-TEST(synth_f16_conversion_rounds_to_nearest_even) {
-    CHECK_EQ(synth::f32_to_f16(1.0f), 0x3c00);
-    CHECK_EQ(synth::f32_to_f16(-2.0f), 0xc000);
-    CHECK_EQ(synth::f32_to_f16(65504.0f), 0x7bff);
-    CHECK_EQ(synth::f32_to_f16(65520.0f), 0x7c00);  // the midpoint to 65536 rounds to even: infinity
-    CHECK_EQ(synth::f32_to_f16(0.1f), 0x2e66);
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -24)), 0x0001);
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie to even
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units: tie to even 2
-    CHECK_EQ(synth::f32_to_f16(std::ldexp(1.0f, -14)), 0x0400);
-    CHECK_EQ(synth::f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie: even mantissa
-    CHECK_EQ(synth::f32_to_f16(1.0f + std::ldexp(3.0f, -11)), 0x3c02);
-    CHECK_EQ(synth::f32_to_f16(INFINITY), 0x7c00);
-    CHECK_EQ(synth::f32_to_f16(NAN) & 0x7e00, 0x7e00);
-    // Every finite half converts back to itself.
-    int bad = 0;
-    for (uint32_t h = 0; h < 0x10000; ++h)
-        if ((h & 0x7c00) != 0x7c00 && synth::f32_to_f16(f16_to_f32(uint16_t(h))) != h) ++bad;
-    CHECK_EQ(bad, 0);
-}
-
 TEST(synth_and_info_commands) {
     std::string bin = bt::bankml_bin(), dir = bt::temp_dir();
     auto r = bt::run_cmd(bin + " synth --shape tiny --type q2_0 --seed 5 -o " + dir + "/m.gguf");
@@ -410,4 +378,44 @@ TEST(synth_and_info_commands) {
     CHECK_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
     r = bt::run_cmd(bin + " info");
     CHECK_EQ(r.code, 2);
+}
+
+TEST(info_json_lists_metadata_and_tensors) {
+    std::string bin = bt::bankml_bin(), dir = bt::temp_dir();
+    auto r = bt::run_cmd(bin + " info --json " + bt::data_path("tiny-q2_0.gguf"));
+    REQUIRE_EQ(r.code, 0);
+    json::Value d = json::parse(r.out);
+    CHECK_EQ(d["version"].as_int(), 3);
+    CHECK_EQ(d["data_offset"].as_int(), 24000);
+    CHECK_EQ(d["metadata"]["general.architecture"].as_string(), std::string("qwen3"));
+    CHECK_EQ(d["metadata"]["qwen3.embedding_length"].as_int(), 256);
+    CHECK_EQ(d["metadata"]["qwen3.rope.freq_base"].as_double(), 1e6);
+    CHECK_EQ(d["metadata"]["tokenizer.ggml.add_bos_token"].as_bool(), false);
+    const json::Value& toks = d["metadata"]["tokenizer.ggml.tokens"];
+    CHECK_EQ(toks["element_type"].as_string(), std::string("str"));
+    CHECK_EQ(toks["count"].as_int(), 1024);
+    CHECK_EQ(toks["first"].size(), 5u);
+    CHECK_EQ(toks["first"][0].as_string(), std::string("\xc4\x80"));
+    REQUIRE_EQ(d["tensors"].size(), 25u);
+    const json::Value& t = d["tensors"][24];
+    CHECK_EQ(t["name"].as_string(), std::string("output.weight"));
+    CHECK_EQ(t["type"].as_string(), std::string("q2_0"));
+    CHECK(t["shape"] == json::parse("[256, 1024]"));
+    CHECK_EQ(t["bytes"].as_int(), 256 * 1024 / 64 * 18);
+    CHECK_EQ(d["parameters"].as_int(), 2098688);
+
+    // Short arrays appear whole, with every value type.
+    gguf::Writer w;
+    std::vector<int32_t> is = {-1, 0, 7};
+    w.add_i32_array("ints", is);
+    w.add_u64("big", ~uint64_t(0));
+    w.add_f32("x", 0.5f);
+    w.write(dir + "/s.gguf");
+    r = bt::run_cmd(bin + " info --json " + dir + "/s.gguf");
+    REQUIRE_EQ(r.code, 0);
+    d = json::parse(r.out);
+    CHECK(d["metadata"]["ints"]["values"] == json::parse("[-1, 0, 7]"));
+    CHECK_EQ(d["metadata"]["big"].as_uint(), ~uint64_t(0));
+    CHECK_EQ(d["metadata"]["x"].as_double(), 0.5);
+    CHECK_EQ(d["tensors"].size(), 0u);
 }

@@ -4,13 +4,18 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "gpu/bench.h"
 #include "par/bench.h"
+#include "quant/bench.h"
 
 namespace bankml::cmd {
 
 static const SubBench BENCHES[] = {
     {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
     {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
+    {"none", "placeholder until the first benchmark lands", nullptr},
+    {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads [--time S] [--quick]", [](const std::vector<std::string>& a) { cli::Args f(a, {{"--time", true}, {"--quick", false}}); return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")}); }},
+    {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
@@ -19,14 +24,22 @@ static int run_bench(const std::vector<std::string>& args) {
             if (args[0] == b.name && b.run) return b.run({args.begin() + 1, args.end()});
         throw UsageError("unknown benchmark '" + args[0] + "'");
     }
-    throw UsageError("name a benchmark (see bankml help bench)");
+    return run_model_bench(args);
 }
 
 const cli::Command bench_command = {
     "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
-    "usage: bankml bench SUB [ARGS]\n\n"
+    "usage: bankml bench [-m FILE | --shape 1.7b --type q1_0] [-p 64] [-n 32] [-t 1,2] [-r 3] [--kv f16|f32] [--json]\n"
+    "       bankml bench SUB [ARGS]\n\n"
+    "With no SUB, benchmarks a model as llama-bench does and prints llama-bench's markdown table\n"
+    "(model, size, params, backend, threads, test, t/s): a prompt of -p random tokens in one batch\n"
+    "(ppP) and -n tokens generated one at a time (tgN), -r repetitions after a warm-up, for each\n"
+    "thread count of -t (default: BANKML_THREADS, else every core); the rate is mean ± deviation.\n"
+    "Without -m it writes a synthetic model of --shape (tiny, 1.7b, 4b, 8b; default 1.7b) and --type\n"
+    "(q1_0, q2_0, f16, f32; default q1_0) to a temporary file, seeded by --seed (default 7).\n\n"
     "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
-    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n",
+    "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n"
+    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n",
     run_bench};
 
 }  // namespace bankml::cmd

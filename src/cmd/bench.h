@@ -12,4 +12,7 @@ struct SubBench {
     int (*run)(const std::vector<std::string>& args);
 };
 
+// `bankml bench [-m FILE | --shape S --type T] ...`: the model benchmark (bench_model.cpp).
+int run_model_bench(const std::vector<std::string>& args);
+
 }  // namespace bankml::cmd

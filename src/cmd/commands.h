@@ -12,6 +12,7 @@ extern const cli::Command bench_command;
 extern const cli::Command gpu_command;
 extern const cli::Command info_command;
 extern const cli::Command synth_command;
+extern const cli::Command run_command;
 extern const cli::Command tokenize_command;
 extern const cli::Command detokenize_command;
 

@@ -2,26 +2,33 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "cmd/gpu_verify.h"
 #include "gpu/gpu.h"
 
 namespace bankml::cmd {
 
 static int run_gpu(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"--remote", false}});
+    cli::Args a(args, {{"--remote", false}, {"--verify", false}, {"--dump-spirv", true}});
+    if (a.has("dump-spirv")) return gpu_dump_spirv(a.get("dump-spirv", ""));
+    if (a.has("verify")) return gpu_verify();
     std::fputs(gpu::report_json(a.has("remote")).c_str(), stdout);
     return 0;
 }
 
 const cli::Command gpu_command = {
     "gpu", "every video card found, which bankml would use, as JSON",
-    "usage: bankml gpu [--remote]\n"
+    "usage: bankml gpu [--remote] [--verify] [--dump-spirv DIR]\n"
     "\n"
     "Prints, as JSON, every video card the backends find (Vulkan, through the loader opened at run\n"
     "time, merged with /sys/class/drm), whether each is usable and why not, which bankml would use\n"
     "and in what order, notes on why a backend found nothing, and where the Q1_0, Q2_0 and F16\n"
     "products would run. Exit code 0 with or without a card. docs/modules/gpu.md names every field.\n"
     "\n"
-    "  --remote   also list rented GPUs (listed only: never selected, started or paid for)\n"
+    "  --remote   also list rented GPUs (listed only: never selected, started or paid for): Hugging\n"
+    "             Face's Jobs hardware, read with the system curl; why there are none goes in notes\n"
+    "  --verify   runs the bit-exact Q1_0 kernel oracle on each selected card: one line per kernel\n"
+    "             and shape, or NOT VERIFIED (exit code 2); no usable card: exit code 0\n"
+    "  --dump-spirv DIR   writes every SPIR-V module bankml would load into DIR (driver bug reports)\n"
     "\n"
     "Only integrated and discrete cards with a compute queue are used, discrete first, then by\n"
     "device-local memory, largest first. Software renderers (llvmpipe, SwiftShader) are listed, never\n"
@@ -33,7 +40,8 @@ const cli::Command gpu_command = {
     "                        a value that is neither is reported in notes and selects no GPU\n"
     "  BANKML_GPU_ALLOW_SOFTWARE=1   lets a software renderer be selected (testing on CI only)\n"
     "  BANKML_VULKAN_LOADER=PATH     the Vulkan loader library to open instead of libvulkan.so.1\n"
-    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n",
+    "  BANKML_SYSFS_ROOT=DIR         the directory read in place of /sys (tests)\n"
+    "  BANKML_HF_TIMEOUT=SECONDS     curl's time limit for --remote (default 20)\n",
     run_gpu};
 
 }  // namespace bankml::cmd

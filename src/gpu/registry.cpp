@@ -10,6 +10,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "gpu/gpu.h"
+#include "gpu/hf.h"
 #include "gpu/sysfs.h"
 #include "gpu/vulkan.h"
 
@@ -19,7 +20,10 @@ const std::vector<Backend> BACKENDS = {
     {"vulkan", &vulkan::devices},
 };
 
-const std::vector<Backend> REMOTE_BACKENDS = {};
+// Rented hardware, listed only with --remote: never selected, started or paid for.
+const std::vector<Backend> REMOTE_BACKENDS = {
+    {"huggingface", &hf::devices},
+};
 
 const char* kind_name(Kind k) {
     switch (k) {

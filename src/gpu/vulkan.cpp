@@ -116,6 +116,8 @@ void Vk::load_instance(VkInstance i) {
     get_required(EnumerateDeviceExtensionProperties, g, i, "vkEnumerateDeviceExtensionProperties");
     get_required(CreateDevice, g, i, "vkCreateDevice");
     get_required(GetDeviceProcAddr, g, i, "vkGetDeviceProcAddr");
+    get_optional(CreateDebugUtilsMessengerEXT, g, i, "vkCreateDebugUtilsMessengerEXT");
+    get_optional(DestroyDebugUtilsMessengerEXT, g, i, "vkDestroyDebugUtilsMessengerEXT");
 }
 
 void Vk::load_device(VkDevice d) {
@@ -167,6 +169,17 @@ void Vk::load_device(VkDevice d) {
     get_device(ResetFences, g, d, "vkResetFences");
     get_device(WaitForFences, g, d, "vkWaitForFences");
     get_device(GetFenceStatus, g, d, "vkGetFenceStatus");
+    get_device(ResetCommandPool, g, d, "vkResetCommandPool");
+    get_device(ResetDescriptorPool, g, d, "vkResetDescriptorPool");
+    get_device(FreeDescriptorSets, g, d, "vkFreeDescriptorSets");
+    get_device(CmdUpdateBuffer, g, d, "vkCmdUpdateBuffer");
+    get_device(CreateQueryPool, g, d, "vkCreateQueryPool");
+    get_device(DestroyQueryPool, g, d, "vkDestroyQueryPool");
+    get_device(CmdResetQueryPool, g, d, "vkCmdResetQueryPool");
+    get_device(CmdWriteTimestamp, g, d, "vkCmdWriteTimestamp");
+    get_device(GetQueryPoolResults, g, d, "vkGetQueryPoolResults");
+    // Core in 1.2 only, and only when the device was created with the feature: may stay null.
+    GetBufferDeviceAddress = reinterpret_cast<PFN_vkGetBufferDeviceAddress>(g(d, "vkGetBufferDeviceAddress"));
 }
 
 // Keeps every library now mapped (the loader's drivers among them) for the life of the process.
@@ -206,7 +219,39 @@ static std::vector<VkExtensionProperties> instance_extensions(const Vk& vk) {
     return v;
 }
 
-Instance::Instance() {
+static std::mutex g_messages_mutex;
+static std::vector<std::string> g_messages;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                            VkDebugUtilsMessageTypeFlagsEXT,
+                                                            const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        std::lock_guard<std::mutex> lock(g_messages_mutex);
+        if (g_messages.size() < 10000) g_messages.push_back(data && data->pMessage ? data->pMessage : "(no message)");
+    }
+    return VK_FALSE;  // the call goes on as it would without the layer
+}
+
+std::vector<std::string> validation_messages() {
+    std::lock_guard<std::mutex> lock(g_messages_mutex);
+    return g_messages;
+}
+
+static bool has_layer(const Vk& vk, const char* name) {
+    auto enumerate = reinterpret_cast<PFN_vkEnumerateInstanceLayerProperties>(
+        vk.GetInstanceProcAddr(VK_NULL_HANDLE, "vkEnumerateInstanceLayerProperties"));
+    if (!enumerate) return false;
+    uint32_t n = 0;
+    if (enumerate(&n, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkLayerProperties> v(n);
+    VkResult r = enumerate(&n, v.data());
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) return false;
+    for (uint32_t i = 0; i < n && i < v.size(); i++)
+        if (std::strncmp(v[i].layerName, name, VK_MAX_EXTENSION_NAME_SIZE) == 0) return true;
+    return false;
+}
+
+Instance::Instance(bool validation) {
     vk_.load_global(open_loader());
     uint32_t loader_version = VK_API_VERSION_1_0;
     if (vk_.EnumerateInstanceVersion) {
@@ -232,13 +277,37 @@ Instance::Instance() {
         exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
         ci.flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
     }
+    const char* layer = "VK_LAYER_KHRONOS_validation";
+    if (validation && has_layer(vk_, layer)) {
+        ci.enabledLayerCount = 1;
+        ci.ppEnabledLayerNames = &layer;
+        exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);  // the layer implements it
+    } else {
+        validation = false;
+    }
     ci.enabledExtensionCount = uint32_t(exts.size());
     ci.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
-    check(vk_.CreateInstance(&ci, nullptr, &inst_), "vkCreateInstance(api " + api_version_string(api_) + ")");
+    VkResult created = vk_.CreateInstance(&ci, nullptr, &inst_);
+    if (created == VK_ERROR_INCOMPATIBLE_DRIVER)
+        // What the loader answers when no driver loads at all (none installed, or one missing a
+        // library of its own, as NVIDIA's ICD without libGLdispatch): say where to look.
+        throw Error("vkCreateInstance(api " + api_version_string(api_) +
+                    ") failed: VK_ERROR_INCOMPATIBLE_DRIVER (no Vulkan driver could be loaded; "
+                    "VK_LOADER_DEBUG=error,warn shows why)");
+    check(created, "vkCreateInstance(api " + api_version_string(api_) + ")");
     if (inst_ == VK_NULL_HANDLE) throw Error("vkCreateInstance returned VK_SUCCESS and no instance");
     pin_loaded_libraries();
     try {
         vk_.load_instance(inst_);
+        if (validation && vk_.CreateDebugUtilsMessengerEXT) {
+            VkDebugUtilsMessengerCreateInfoEXT mi{};
+            mi.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+            mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+            mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                             VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+            mi.pfnUserCallback = on_validation_message;
+            check(vk_.CreateDebugUtilsMessengerEXT(inst_, &mi, nullptr, &messenger_), "vkCreateDebugUtilsMessengerEXT");
+        }
     } catch (...) {
         // DestroyInstance may be the very entry point that is missing.
         auto destroy = reinterpret_cast<PFN_vkDestroyInstance>(vk_.GetInstanceProcAddr(inst_, "vkDestroyInstance"));
@@ -249,24 +318,33 @@ Instance::Instance() {
 }
 
 Instance::~Instance() {
+    if (messenger_ != VK_NULL_HANDLE && vk_.DestroyDebugUtilsMessengerEXT)
+        vk_.DestroyDebugUtilsMessengerEXT(inst_, messenger_, nullptr);
     if (inst_ != VK_NULL_HANDLE && vk_.DestroyInstance) vk_.DestroyInstance(inst_, nullptr);
 }
 
 std::vector<VkPhysicalDevice> Instance::physical_devices() const {
-    uint32_t n = 0;
-    check(vk_.EnumeratePhysicalDevices(inst_, &n, nullptr), "vkEnumeratePhysicalDevices(count)");
-    std::vector<VkPhysicalDevice> v(n);
-    // VK_INCOMPLETE: a device vanished between the calls; the ones written are still valid.
-    check(vk_.EnumeratePhysicalDevices(inst_, &n, v.data()), "vkEnumeratePhysicalDevices", true);
-    v.resize(n);
-    return v;
+    // VK_INCOMPLETE: a device appeared between the two calls (a hot-plugged card); ask again.
+    for (int attempt = 0;; attempt++) {
+        uint32_t n = 0;
+        check(vk_.EnumeratePhysicalDevices(inst_, &n, nullptr), "vkEnumeratePhysicalDevices(count)");
+        std::vector<VkPhysicalDevice> v(n);
+        VkResult r = vk_.EnumeratePhysicalDevices(inst_, &n, v.data());
+        if (r == VK_INCOMPLETE && attempt < 3) continue;
+        check(r, "vkEnumeratePhysicalDevices", true);  // still incomplete: the ones written are valid
+        v.resize(n);
+        return v;
+    }
 }
 
 const Instance& instance() {
     static std::mutex m;
     static std::unique_ptr<Instance> inst;  // never destroyed before exit: compute's objects live on it
     std::lock_guard<std::mutex> lock(m);
-    if (!inst) inst = std::make_unique<Instance>();
+    if (!inst) {
+        const char* v = std::getenv("BANKML_GPU_VALIDATION");
+        inst = std::make_unique<Instance>(v && *v && std::strcmp(v, "0") != 0);
+    }
     return *inst;
 }
 

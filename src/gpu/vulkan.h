@@ -45,6 +45,8 @@ struct Vk {
     PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties = nullptr;
     PFN_vkCreateDevice CreateDevice = nullptr;
     PFN_vkGetDeviceProcAddr GetDeviceProcAddr = nullptr;
+    PFN_vkCreateDebugUtilsMessengerEXT CreateDebugUtilsMessengerEXT = nullptr;    // optional (validation)
+    PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT = nullptr;  // optional (validation)
     // device
     PFN_vkDestroyDevice DestroyDevice = nullptr;
     PFN_vkDeviceWaitIdle DeviceWaitIdle = nullptr;
@@ -92,6 +94,16 @@ struct Vk {
     PFN_vkResetFences ResetFences = nullptr;
     PFN_vkWaitForFences WaitForFences = nullptr;
     PFN_vkGetFenceStatus GetFenceStatus = nullptr;
+    PFN_vkResetCommandPool ResetCommandPool = nullptr;
+    PFN_vkResetDescriptorPool ResetDescriptorPool = nullptr;
+    PFN_vkFreeDescriptorSets FreeDescriptorSets = nullptr;
+    PFN_vkCmdUpdateBuffer CmdUpdateBuffer = nullptr;
+    PFN_vkCreateQueryPool CreateQueryPool = nullptr;          // timestamps
+    PFN_vkDestroyQueryPool DestroyQueryPool = nullptr;
+    PFN_vkCmdResetQueryPool CmdResetQueryPool = nullptr;
+    PFN_vkCmdWriteTimestamp CmdWriteTimestamp = nullptr;
+    PFN_vkGetQueryPoolResults GetQueryPoolResults = nullptr;
+    PFN_vkGetBufferDeviceAddress GetBufferDeviceAddress = nullptr;  // optional (1.2)
 
     void load_global(PFN_vkGetInstanceProcAddr gipa);
     void load_instance(VkInstance instance);
@@ -110,7 +122,10 @@ class Instance {
 public:
     // Creates an instance for the newest API version the loader offers, up to 1.3, with
     // portability enumeration where the loader has it (MoltenVK). Throws on failure.
-    Instance();
+    // validation: also enable VK_LAYER_KHRONOS_validation with a VK_EXT_debug_utils messenger
+    // that collects warnings and errors (validation_messages()); where the layer is missing the
+    // instance is made without it and validation() is false.
+    explicit Instance(bool validation = false);
     ~Instance();
     Instance(const Instance&) = delete;
     Instance& operator=(const Instance&) = delete;
@@ -118,6 +133,7 @@ public:
     const Vk& vk() const { return vk_; }
     VkInstance handle() const { return inst_; }
     uint32_t api_version() const { return api_; }  // the version the instance was created for
+    bool validation() const { return messenger_ != VK_NULL_HANDLE; }
     // vkEnumeratePhysicalDevices, in the driver's order (Device::backend_index indexes this).
     std::vector<VkPhysicalDevice> physical_devices() const;
 
@@ -125,11 +141,16 @@ private:
     Vk vk_;
     VkInstance inst_ = VK_NULL_HANDLE;
     uint32_t api_ = VK_API_VERSION_1_0;
+    VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
 };
 
 // The long-lived instance compute uses: created on first call, never destroyed (it lives for the
-// rest of the process). Thread-safe; a failure is thrown each call (and retried).
+// rest of the process), with validation when BANKML_GPU_VALIDATION is set (and not "0").
+// Thread-safe; a failure is thrown each call (and retried).
 const Instance& instance();
+
+// The validation layer's warnings and errors so far, from every Instance made with validation.
+std::vector<std::string> validation_messages();
 
 // "VK_ERROR_DEVICE_LOST", or "VkResult(-1000)" for a code this file does not name.
 std::string result_name(VkResult r);

@@ -53,6 +53,7 @@ std::string hex32(uint32_t v) {
 std::string quoted(std::string_view s) {
     std::string out = "'";
     size_t n = std::min<size_t>(s.size(), 80);
+    while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
     for (size_t i = 0; i < n; ++i) {
         unsigned char c = static_cast<unsigned char>(s[i]);
         if (c == '\n') out += "\\n";

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/f16.h"
 #include "model/gguf_writer.h"
 
 namespace bankml::synth {
@@ -170,28 +171,6 @@ Vocab synthetic_vocab(int64_t n) {
 // ---------------------------------------------------------------------------------------------
 // Weights
 
-uint16_t f32_to_f16(float f) {
-    uint32_t x;
-    std::memcpy(&x, &f, 4);
-    uint16_t sign = uint16_t((x >> 16) & 0x8000);
-    uint32_t a = x & 0x7fffffff;
-    if (a > 0x7f800000) return sign | 0x7e00;        // NaN stays a (quiet) NaN
-    if (a >= 0x47800000) return sign | 0x7c00;       // >= 65536: infinity
-    if (a >= 0x38800000) {                           // a normal half (exponent >= -14)
-        uint32_t r = a - 0x38000000;                 // rebias 127 -> 15
-        uint32_t h = r >> 13, rem = r & 0x1fff;
-        if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;  // a carry rounds up into the exponent
-        return uint16_t(sign | h);
-    }
-    int e = int(a >> 23);
-    if (e < 102) return sign;                        // below 2^-25: rounds to zero
-    uint32_t m = (a & 0x7fffff) | 0x800000;          // value = m * 2^(e-150), in units of 2^-24: m >> (126-e)
-    int shift = 126 - e;
-    uint32_t h = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (h & 1))) ++h;
-    return uint16_t(sign | h);
-}
-
 namespace {
 // The PRNG is SplitMix64 (Steele, Lea, Flood 2014). Each tensor gets a key from the seed and its
 // name (FNV-1a), each row a stream from that key and its index, so a row's bytes depend on neither
@@ -238,7 +217,7 @@ struct TernaryTable {
 const TernaryTable TERNARY;
 
 void put_f16(uint8_t* p, float v) {
-    uint16_t h = f32_to_f16(v);
+    uint16_t h = bankml::f32_to_f16(v);
     std::memcpy(p, &h, 2);
 }
 

@@ -73,7 +73,4 @@ uint32_t file_type(gguf::Type t);
 // size is that file's token count (spec.shape.n_vocab is ignored). Returns the bytes written.
 uint64_t write(const std::string& path, const Spec& spec);
 
-// f32 -> f16 bits, round to nearest even (as F16C's _cvtss_sh with rounding mode 0).
-uint16_t f32_to_f16(float f);
-
 }  // namespace bankml::synth

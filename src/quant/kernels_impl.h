@@ -12,6 +12,12 @@ namespace bankml::quant::detail {
 
 struct Prepared {
     std::vector<float> d;      // f32 of every Q8_0 block's scale, all columns
+    // Q1_0 batches on AVX-VNNI: per column, whether it holds a -128 quant (then the AVX2 path
+    // runs it: the VNNI identity below does not reproduce the -(-128) wrap), and per sub-block the
+    // eight negated lane sums -T of its quants.
+    bool vnni = false;
+    std::vector<uint8_t> has_m128;
+    std::vector<int32_t> neg_lane_sums;
     std::vector<int32_t> sum;  // Q2_0: sum of each Q8_0 block's quants
     std::vector<int8_t> perm;  // Q2_0: each Q8_0 block's quants in bit-plane order (see q2_0_fast.cpp)
     std::vector<float> xf;     // F16, several columns: the columns widened to f32 (exact)
@@ -22,7 +28,8 @@ void q2_0_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void*
 void f16_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y, size_t ldy);
 
 #if defined(__x86_64__)
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p);
+// vnni: use the AVX-VNNI batch kernel (only when the CPU has it).
+void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni);
 void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p);
 void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);

@@ -3,6 +3,7 @@
 #include <span>
 #include <string>
 
+#include "core/kernels.h"
 #include "core/error.h"
 #include "core/f16.h"
 #include "quant/dot.h"
@@ -64,7 +65,7 @@ static void run(par::Pool* pool, WeightType t, const void* w, size_t rows, size_
     const bool fast = use_fast(path);
     detail::Prepared prep;
 #if defined(__x86_64__)
-    if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep);
+    if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep, ncols > 1 && vnni_allowed());
     if (fast && t == WeightType::Q2_0) detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep);
     if (fast && t == WeightType::F16 && ncols > 1) detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, prep);
 #endif

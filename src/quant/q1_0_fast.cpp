@@ -1,6 +1,6 @@
 // The AVX2 Q1_0 x Q8_0 kernels. Same bits as vec_dot_q1_0_ref because each step is the same
 // operation on the same values: the eight int32 lanes are exact sums of the same four +-q bytes
-// (xor/sub negation wraps -128 to -128 like the reference's int8 negation), converted exactly to
+// (psignb negation wraps -128 to -128 like the reference's int8 negation), converted exactly to
 // f32; then the same mul, fma(d1, s, ab), fma(d0, ab, acc) per lane and the same horizontal order.
 // Only the bookkeeping differs: Q8_0 scales are converted to f32 once per call, and for several
 // columns a row's sign bits are decoded once into byte masks reused by every column.
@@ -18,27 +18,41 @@
 
 namespace bankml::quant::detail {
 
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
+void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni) {
     const size_t n = cols / QK8_0 * ncols;
     p.d.resize(n);
     for (size_t i = 0; i < n; ++i) p.d[i] = f16_to_f32(x[i].d);
+    p.vnni = vnni;
+    if (!vnni) return;
+    p.has_m128.assign(ncols, 0);
+    p.neg_lane_sums.resize(n * 8);
+    for (size_t i = 0; i < n; ++i)
+        for (size_t lane = 0; lane < 8; ++lane) {
+            int32_t t = 0;
+            for (size_t e = lane * 4; e < lane * 4 + 4; ++e) {
+                t += x[i].qs[e];
+                if (x[i].qs[e] == -128) p.has_m128[i / (cols / QK8_0)] = 1;
+            }
+            p.neg_lane_sums[i * 8 + lane] = -t;
+        }
 }
 
-// 0xFF in byte e where bit e of the sub-block's 32 sign bits is clear (weight -d), else 0.
-TARGET static inline __m256i clear_mask(const uint8_t* bits4) {
+// Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
+TARGET static inline __m256i signs(const uint8_t* bits4) {
     const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                           3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
     uint32_t b;
     std::memcpy(&b, bits4, 4);
     __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(b)), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256());
+    const __m256i clear = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), _mm256_setzero_si256());
+    return _mm256_or_si256(clear, _mm256_set1_epi8(1));
 }
 
-// Eight exact lane sums of the sub-block's +-q: lane j sums bytes 4j..4j+3.
-TARGET static inline __m256 lane_sums(const int8_t* qs, __m256i clear) {
-    const __m256i q = _mm256_loadu_si256((const __m256i*)qs);
-    const __m256i sq = _mm256_sub_epi8(_mm256_xor_si256(q, clear), clear);  // -q where clear (wraps)
+// Eight exact lane sums of the sub-block's +-q: lane j sums bytes 4j..4j+3. psignb negates where
+// the sign byte is -1, and -(-128) wraps to -128 as in the reference.
+TARGET static inline __m256 lane_sums(const int8_t* qs, __m256i sg) {
+    const __m256i sq = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)qs), sg);
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), sq);
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
 }
@@ -57,30 +71,72 @@ TARGET static float dot_row(size_t nb, const BlockQ1_0* w, const BlockQ8_0* x, c
         const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(w[ib].d));
         const BlockQ8_0* xb = x + ib * 4;
         const float* db = xd + ib * 4;
-        __m256 ab = _mm256_mul_ps(_mm256_set1_ps(db[0]), lane_sums(xb[0].qs, clear_mask(w[ib].qs)));
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[1]), lane_sums(xb[1].qs, clear_mask(w[ib].qs + 4)), ab);
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[2]), lane_sums(xb[2].qs, clear_mask(w[ib].qs + 8)), ab);
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[3]), lane_sums(xb[3].qs, clear_mask(w[ib].qs + 12)), ab);
+        __m256 ab = _mm256_mul_ps(_mm256_set1_ps(db[0]), lane_sums(xb[0].qs, signs(w[ib].qs)));
+        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[1]), lane_sums(xb[1].qs, signs(w[ib].qs + 4)), ab);
+        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[2]), lane_sums(xb[2].qs, signs(w[ib].qs + 8)), ab);
+        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[3]), lane_sums(xb[3].qs, signs(w[ib].qs + 12)), ab);
         acc = _mm256_fmadd_ps(d0, ab, acc);
     }
     return hsum(acc);
 }
 
-// One row whose masks and scales were decoded once, against one column.
-TARGET static float dot_decoded(size_t nb, const uint8_t* masks, const float* d0s, const BlockQ8_0* x,
-                                const float* xd) {
-    __m256 acc = _mm256_setzero_ps();
+// Four rows whose masks and scales were decoded once (masks: row j's at masks + j * nb * 128),
+// against one column: each quant load serves four rows; each row keeps its own ab and acc, so every
+// output has exactly the arithmetic of dot_row.
+TARGET static void dot4_decoded(size_t nb, const uint8_t* masks, const float* d0s, const BlockQ8_0* x,
+                                const float* xd, float* out) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t mstride = nb * 128;
     for (size_t ib = 0; ib < nb; ++ib) {
-        const BlockQ8_0* xb = x + ib * 4;
-        const float* db = xd + ib * 4;
-        const __m256i* m = (const __m256i*)(masks + ib * 128);
-        __m256 ab = _mm256_mul_ps(_mm256_set1_ps(db[0]), lane_sums(xb[0].qs, _mm256_loadu_si256(m)));
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[1]), lane_sums(xb[1].qs, _mm256_loadu_si256(m + 1)), ab);
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[2]), lane_sums(xb[2].qs, _mm256_loadu_si256(m + 2)), ab);
-        ab = _mm256_fmadd_ps(_mm256_set1_ps(db[3]), lane_sums(xb[3].qs, _mm256_loadu_si256(m + 3)), ab);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d0s[ib]), ab, acc);
+        __m256 ab[4];
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256i q = _mm256_loadu_si256((const __m256i*)x[ib * 4 + k].qs);
+            const __m256 d1 = _mm256_set1_ps(xd[ib * 4 + k]);
+#pragma GCC unroll 4
+            for (size_t j = 0; j < 4; ++j) {
+                const __m256i m = _mm256_loadu_si256((const __m256i*)(masks + j * mstride + ib * 128 + k * 32));
+                const __m256i s16 = _mm256_maddubs_epi16(ones8, _mm256_sign_epi8(q, m));
+                const __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, ones16));
+                ab[j] = k == 0 ? _mm256_mul_ps(d1, s) : _mm256_fmadd_ps(d1, s, ab[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab[j], acc[j]);
     }
-    return hsum(acc);
+    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+}
+
+// AVX-VNNI, four rows against one column. With a = 2 where a weight's bit is set and 0 where
+// clear, vpdpbusd(-T, a, q) = 2 * sum(set q) - sum(all q) = sum(+-q) exactly, lane by lane (the
+// same four bytes per lane); every float step is dot4_decoded's. Valid for columns without a
+// -128 quant (the reference's -(-128) wraps to -128; this identity would give +128).
+__attribute__((target("avx2,fma,f16c,avxvnni"))) static void dot4_vnni(size_t nb, const uint8_t* twos,
+                                                                        const float* d0s, const BlockQ8_0* x,
+                                                                        const int32_t* negt, const float* xd,
+                                                                        float* out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t mstride = nb * 128;
+    for (size_t ib = 0; ib < nb; ++ib) {
+        __m256 ab[4];
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256i q = _mm256_loadu_si256((const __m256i*)x[ib * 4 + k].qs);
+            const __m256i nt = _mm256_loadu_si256((const __m256i*)(negt + (ib * 4 + k) * 8));
+            const __m256 d1 = _mm256_set1_ps(xd[ib * 4 + k]);
+#pragma GCC unroll 4
+            for (size_t j = 0; j < 4; ++j) {
+                const __m256i a = _mm256_loadu_si256((const __m256i*)(twos + j * mstride + ib * 128 + k * 32));
+                const __m256 s = _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(nt, a, q));
+                ab[j] = k == 0 ? _mm256_mul_ps(d1, s) : _mm256_fmadd_ps(d1, s, ab[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab[j], acc[j]);
+    }
+    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
 TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
@@ -92,18 +148,33 @@ TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, con
         for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, p.d.data());
         return;
     }
-    // Several columns: decode each row's sign bits once (32 bytes of mask per 32 weights).
-    std::vector<uint8_t> masks(nb * 128);
-    std::vector<float> d0s(nb);
-    for (size_t r = r0; r < r1; ++r) {
-        const BlockQ1_0* row = wb + r * nb;
-        for (size_t ib = 0; ib < nb; ++ib) {
-            d0s[ib] = _cvtsh_ss(row[ib].d);
-            for (size_t k = 0; k < 4; ++k)
-                _mm256_storeu_si256((__m256i*)(masks.data() + ib * 128 + k * 32), clear_mask(row[ib].qs + 4 * k));
+    // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights) and
+    // run every column over them; a short last group repeats its last row.
+    std::vector<uint8_t> masks(4 * nb * 128), twos(p.vnni ? 4 * nb * 128 : 0);
+    std::vector<float> d0s(4 * nb);
+    for (size_t g = r0; g < r1; g += 4) {
+        for (size_t j = 0; j < 4; ++j) {
+            const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
+            for (size_t ib = 0; ib < nb; ++ib) {
+                d0s[j * nb + ib] = _cvtsh_ss(row[ib].d);
+                for (size_t k = 0; k < 4; ++k) {
+                    const size_t at = j * nb * 128 + ib * 128 + k * 32;
+                    const __m256i sg = signs(row[ib].qs + 4 * k);
+                    _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
+                    if (p.vnni)  // +1 -> 2, -1 -> 0
+                        _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, _mm256_set1_epi8(1)));
+                }
+            }
         }
-        for (size_t c = 0; c < ncols; ++c)
-            y[c * ldy + r] = dot_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, p.d.data() + c * nbx);
+        for (size_t c = 0; c < ncols; ++c) {
+            float out[4];
+            if (p.vnni && !p.has_m128[c])
+                dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, p.neg_lane_sums.data() + c * nbx * 8,
+                          p.d.data() + c * nbx, out);
+            else
+                dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, p.d.data() + c * nbx, out);
+            for (size_t j = 0; j < 4 && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
+        }
     }
 }
 

@@ -1,0 +1,238 @@
+// `bankml bench [-m FILE | --shape 1.7b --type q1_0] ...`: llama-bench's table for a model, so
+// scripts that read llama-bench read bankml. Without -m it writes a synthetic model to a temporary
+// file (the gguf module's synth) and removes it afterwards.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cmd/bench.h"
+#include "cmd/json_text.h"
+#include "core/cli.h"
+#include "core/error.h"
+#include "model/forward.h"
+#include "model/synth.h"
+#include "par/pool.h"
+
+namespace bankml::cmd {
+
+namespace {
+
+struct Row {
+    int threads;
+    std::string test;
+    int n_prompt, n_gen;
+    std::vector<double> samples;  // tokens/s per repetition
+    double mean() const {
+        double s = 0;
+        for (double v : samples) s += v;
+        return samples.empty() ? 0 : s / (double)samples.size();
+    }
+    double stddev() const {
+        if (samples.size() < 2) return 0;
+        const double m = mean();
+        double s = 0;
+        for (double v : samples) s += (v - m) * (v - m);
+        return std::sqrt(s / (double)(samples.size() - 1));
+    }
+};
+
+// Removes the temporary model (and its directory) however the benchmark ends.
+struct TempModel {
+    std::string dir, path;
+    ~TempModel() {
+        if (!path.empty()) std::remove(path.c_str());
+        if (!dir.empty()) rmdir(dir.c_str());
+    }
+};
+
+std::string human_size(uint64_t bytes) {
+    char b[32];
+    if (bytes < (1ull << 30)) std::snprintf(b, sizeof b, "%.2f MiB", (double)bytes / (1 << 20));
+    else std::snprintf(b, sizeof b, "%.2f GiB", (double)bytes / (1 << 30));
+    return b;
+}
+
+std::string human_params(uint64_t n) {
+    char b[32];
+    if (n >= 1000000000ull) std::snprintf(b, sizeof b, "%.2f B", (double)n / 1e9);
+    else if (n >= 1000000ull) std::snprintf(b, sizeof b, "%.2f M", (double)n / 1e6);
+    else std::snprintf(b, sizeof b, "%.2f K", (double)n / 1e3);
+    return b;
+}
+
+// llama.cpp's size label for the qwen3 shapes it knows (by layers and width), else "?B".
+std::string size_label(const model::Hparams& hp) {
+    if (hp.n_layer == 28) return hp.n_embd == 1024 ? "0.6B" : "1.7B";
+    if (hp.n_layer == 36) return hp.n_embd == 2560 ? "4B" : "8B";
+    if (hp.n_layer == 40) return "14B";
+    if (hp.n_layer == 64) return "32B";
+    return "?B";
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+int run_model_bench(const std::vector<std::string>& args) {
+    cli::Args a(args, {{"-m|--model", true},
+                       {"--shape", true},
+                       {"--type", true},
+                       {"--seed", true},
+                       {"-p|--n-prompt", true},
+                       {"-n|--n-gen", true},
+                       {"-t|--threads", true},
+                       {"-r|--repetitions", true},
+                       {"--kv", true},
+                       {"--json", false}});
+    const int n_prompt = (int)a.get_int("n-prompt", 64, 0, 1 << 16);
+    const int n_gen = (int)a.get_int("n-gen", 32, 0, 1 << 16);
+    const int reps = (int)a.get_int("repetitions", 3, 1, 1000);
+    if (n_prompt == 0 && n_gen == 0) throw UsageError("-p and -n are both 0: nothing to measure");
+    std::vector<int> threads;
+    if (a.has("threads")) {
+        auto l = cli::parse_int_list(a.get("threads", ""));
+        if (!l || l->empty()) throw UsageError("-t wants a comma list of thread counts, got '" + a.get("threads", "") + "'");
+        for (int64_t t : *l) {
+            if (t < 1 || t > 4096) throw UsageError("-t: thread count " + std::to_string(t) + " is out of range");
+            threads.push_back((int)t);
+        }
+    } else {
+        threads.push_back(par::Pool::env_threads());
+    }
+    const std::string kv = a.get("kv", "f16");
+    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
+
+    TempModel tmp;
+    std::string path = a.get("model", "");
+    if (path.empty()) {
+        const std::string shape_name = a.get("shape", "1.7b");
+        auto shape = synth::shape_named(shape_name);
+        if (!shape) throw UsageError("--shape: unknown shape '" + shape_name + "'");
+        const std::string type_name = a.get("type", "q1_0");
+        auto type = gguf::type_from_name(type_name);
+        if (!type) throw UsageError("--type: unknown type '" + type_name + "'");
+        synth::Spec spec;
+        spec.shape = *shape;
+        spec.type = *type;
+        spec.seed = (uint64_t)a.get_int("seed", 7, 0, INT64_MAX);
+        const char* td = std::getenv("TMPDIR");
+        std::string templ = std::string(td && *td ? td : "/tmp") + "/bankml-bench-XXXXXX";
+        if (!mkdtemp(templ.data())) throw Error("mkdtemp(" + templ + ") failed");
+        tmp.dir = templ;
+        tmp.path = tmp.dir + "/model.gguf";
+        std::fprintf(stderr, "bankml bench: writing a synthetic %s %s model to %s\n", shape_name.c_str(),
+                     type_name.c_str(), tmp.path.c_str());
+        synth::check(spec);
+        synth::write(tmp.path, spec);
+        path = tmp.path;
+    } else if (a.has("shape") || a.has("type")) {
+        throw UsageError("give either -m FILE or --shape/--type, not both");
+    }
+
+    std::vector<Row> rows;
+    std::string model_desc;
+    uint64_t size = 0, params = 0;
+    std::mt19937 rng(1234);
+    for (int t : threads) {
+        model::ModelOptions opt;
+        opt.threads = t;
+        opt.ctx = std::max(n_prompt, n_gen) + 1;
+        opt.kv_f32 = kv == "f32";
+        auto m = model::Model::open(path, opt);
+        if (model_desc.empty()) {
+            gguf::Type mt = gguf::Type::F32;
+            if (auto* q = m->file().find("blk.0.attn_q.weight")) mt = q->type;
+            std::string tn = gguf::type_name(mt);
+            for (char& c : tn) c = (char)std::toupper((unsigned char)c);
+            model_desc = "qwen3 " + size_label(m->hparams()) + " " + tn;
+            for (const auto& te : m->file().tensors()) {
+                size += te.nbytes;
+                params += (uint64_t)te.nelements();
+            }
+        }
+        std::uniform_int_distribution<int32_t> tok(0, m->n_vocab() - 1);
+        std::vector<int32_t> prompt((size_t)n_prompt);
+        auto prompt_run = [&]() {
+            for (auto& v : prompt) v = tok(rng);
+            m->reset();
+            const double t0 = now_s();
+            m->eval(prompt);
+            return now_s() - t0;
+        };
+        auto gen_run = [&]() {
+            m->reset();
+            int32_t x = tok(rng);
+            const double t0 = now_s();
+            for (int i = 0; i < n_gen; i++) {
+                m->eval(std::span<const int32_t>(&x, 1));
+                x = tok(rng);
+            }
+            return now_s() - t0;
+        };
+        // A warm-up of each test first (page in the weights, wake the pool), as llama-bench does.
+        if (n_prompt > 0) {
+            prompt_run();
+            Row r{t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+            for (int i = 0; i < reps; i++) r.samples.push_back(n_prompt / prompt_run());
+            rows.push_back(r);
+        }
+        if (n_gen > 0) {
+            m->reset();
+            int32_t x = 0;
+            m->eval(std::span<const int32_t>(&x, 1));
+            Row r{t, "tg" + std::to_string(n_gen), 0, n_gen, {}};
+            for (int i = 0; i < reps; i++) r.samples.push_back(n_gen / gen_run());
+            rows.push_back(r);
+        }
+    }
+
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    const double peak_mib = (double)ru.ru_maxrss / 1024.0;
+    if (a.has("json")) {
+        std::printf("[\n");
+        for (size_t i = 0; i < rows.size(); i++) {
+            const Row& r = rows[i];
+            std::string samples;
+            for (size_t j = 0; j < r.samples.size(); j++) samples += (j ? ", " : "") + std::to_string(r.samples[j]);
+            std::printf("  {\"model_type\": %s, \"model_filename\": %s, \"model_size\": %llu, \"model_n_params\": %llu, "
+                        "\"backends\": \"CPU\", \"n_threads\": %d, \"type_k\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
+                        "\"test\": \"%s\", \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [%s], "
+                        "\"peak_rss_mib\": %.1f}%s\n",
+                        json_quote(model_desc).c_str(), json_quote(a.get("model", "")).c_str(),
+                        (unsigned long long)size, (unsigned long long)params, r.threads, kv.c_str(), r.n_prompt,
+                        r.n_gen, r.test.c_str(), r.mean(), r.stddev(), samples.c_str(), peak_mib,
+                        i + 1 < rows.size() ? "," : "");
+        }
+        std::printf("]\n");
+    } else {
+        std::printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
+                    "threads", "test", "t/s");
+        std::printf("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --------------: "
+                    "| -------------------: |\n");
+        for (const Row& r : rows) {
+            char ts[64];
+            std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean(), r.stddev());
+            // "±" is two bytes in UTF-8 but one column: pad by one more.
+            std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model_desc.c_str(),
+                        human_size(size).c_str(), human_params(params).c_str(), "CPU", r.threads, r.test.c_str(), ts);
+        }
+        std::fprintf(stderr, "bankml bench: peak resident memory %.1f MiB (weights %s, %s cache)\n", peak_mib,
+                     human_size(size).c_str(), kv.c_str());
+    }
+    return 0;
+}
+
+}  // namespace bankml::cmd

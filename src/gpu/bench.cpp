@@ -1,0 +1,160 @@
+#include "gpu/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "gpu/compute.h"
+#include "gpu/gpu.h"
+#include "gpu/kernels.h"
+#include "gpu/spirv.h"
+#include "par/pool.h"
+#include "quant/blocks.h"
+#include "quant/matmul.h"
+
+namespace bankml::gpu {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since_us(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// A kernel that does nothing: what one submit and wait cost.
+std::vector<uint32_t> empty_kernel() {
+    spirv::Module m;
+    m.entry_point(kernels::LOCAL_SIZE);
+    m.begin_main();
+    m.end_main();
+    return m.words();
+}
+
+void line(const char* fmt, auto... args) {
+    std::printf(fmt, args...);
+    std::fflush(stdout);  // partial results survive a time limit
+}
+
+}  // namespace
+
+int bench_gpu_main(const std::vector<std::string>& args) {
+    cli::Args a(args, {{"--quick", false}, {"--copy-mib", true}});
+    bool quick = a.has("quick");
+    size_t copy_mib = size_t(a.get_int("copy-mib", quick ? 64 : 1024, 1, 1 << 16));
+    auto sel = selected(discover().devices);
+    const Device* card = nullptr;
+    for (auto& d : sel)
+        if (d.backend == "vulkan" && !card) card = &d;
+    if (!card) {
+        line("bankml bench gpu: no usable GPU found (BANKML_GPU_ALLOW_SOFTWARE=1 allows lavapipe)\n");
+        return 0;
+    }
+    auto t_open = Clock::now();
+    Gpu g = Gpu::open(card->backend_index);
+    par::Pool pool = par::Pool::from_env();
+    line("card: %s (device %u), buffers in %s memory; CPU: %d threads; opened in %.0f ms\n", g.name().c_str(),
+         card->backend_index, g.device_local_buffers() ? "device-local host-visible" : "host-visible (system)",
+         pool.threads(), since_us(t_open) / 1000);
+
+    // 1. The round trip of one empty dispatch.
+    {
+        Pipeline p = g.pipeline(empty_kernel(), 0, 0);
+        int runs = quick ? 200 : 5000;
+        std::vector<double> t;
+        for (int i = 0; i < runs + 20; ++i) {
+            auto t0 = Clock::now();
+            g.run(p, {}, {}, 1);
+            if (i >= 20) t.push_back(since_us(t0));
+        }
+        line("empty dispatch round trip (submit + wait): median %.1f us, best %.1f us over %d runs\n", median(t),
+             *std::min_element(t.begin(), t.end()), runs);
+    }
+
+    // 2. Device-to-device copy bandwidth (read + write counted).
+    try {
+        size_t bytes = copy_mib << 20;
+        Buffer s = g.device_buffer(bytes), d = g.device_buffer(bytes);
+        std::vector<double> t;
+        for (int i = 0; i < (quick ? 3 : 6); ++i) {
+            auto t0 = Clock::now();
+            g.copy(s, d, bytes);
+            if (i) t.push_back(since_us(t0));
+        }
+        double best = *std::min_element(t.begin(), t.end());
+        line("device copy %zu MiB (vkCmdCopyBuffer, submit + wait): best %.3f ms = %.1f GB/s read+write\n", copy_mib,
+             best / 1000, 2.0 * double(bytes) / best / 1e3);
+        g.free(s);
+        g.free(d);
+    } catch (const std::exception& e) {
+        line("device copy: not measured (%s)\n", e.what());
+    }
+
+    // 3. The kernels against the CPU on the model's shapes.
+    std::vector<std::pair<size_t, size_t>> shapes =
+        quick ? std::vector<std::pair<size_t, size_t>>{{512, 1024}, {2048, 2048}}
+              : std::vector<std::pair<size_t, size_t>>{{4096, 4096}, {12288, 4096}, {151936, 4096}};
+    int reps = quick ? 3 : 10;
+    Pipeline p1 = g.pipeline(kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
+    Pipeline p8 = g.pipeline(kernels::q1_0_mat_vec8(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
+    line("%-16s %-15s %10s %10s %8s\n", "shape", "kernel", "median ms", "best ms", "GB/s");
+    std::mt19937_64 rng(42);
+    for (auto [rows, cols] : shapes) {
+        size_t wbytes = rows * cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
+        std::vector<uint8_t> w(wbytes), x(cols / quant::QK8_0 * sizeof(quant::BlockQ8_0));
+        for (size_t i = 0; i < wbytes; i += 8) {
+            uint64_t r = rng();
+            std::memcpy(&w[i], &r, std::min<size_t>(8, wbytes - i));
+        }
+        for (size_t i = 0; i < wbytes; i += 18) w[i] = 0x00, w[i + 1] = 0x24;  // scale 2^-6
+        for (auto& b : x) b = uint8_t(rng());
+        for (size_t i = 0; i < x.size(); i += 34) x[i] = 0x00, x[i + 1] = 0x20;  // scale 2^-7
+        char shape[32];
+        std::snprintf(shape, sizeof shape, "%zux%zu", rows, cols);
+        std::vector<float> cpu(rows);
+        auto bench_cpu = [&] {
+            std::vector<double> t;
+            for (int i = 0; i < reps + 1; ++i) {
+                auto t0 = Clock::now();
+                quant::mat_vec_par(pool, quant::WeightType::Q1_0, w.data(), rows, cols, x.data(), cpu.data());
+                if (i) t.push_back(since_us(t0));
+            }
+            double best = *std::min_element(t.begin(), t.end());
+            line("%-16s %-15s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
+                 double(wbytes) / best / 1e3);
+        };
+        bench_cpu();
+        auto pw = kernels::pack_q1_0(w, rows, cols);
+        auto pa = kernels::pack_act(x, cols);
+        Buffer bs = g.upload<float>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
+        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.quants), out = g.buffer(rows * 4);
+        const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
+        uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
+        for (int k = 0; k < 2; ++k) {
+            uint32_t groups = k ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows);
+            std::vector<double> t;
+            for (int i = 0; i < reps + 1; ++i) {
+                auto t0 = Clock::now();
+                g.run(k ? p8 : p1, bufs, push, groups);
+                if (i) t.push_back(since_us(t0));
+            }
+            auto got = g.read_f32(out, rows);
+            bool same = std::memcmp(got.data(), cpu.data(), rows * 4) == 0;
+            double best = *std::min_element(t.begin(), t.end());
+            line("%-16s %-15s %10.3f %10.3f %8.1f%s\n", shape, k ? "q1_0_mat_vec8" : "q1_0_mat_vec", median(t) / 1000,
+                 best / 1000, double(wbytes) / best / 1e3, same ? "" : "  (BITS DIFFER FROM THE CPU)");
+        }
+        for (Buffer* b : {&bs, &bb, &as, &aq, &out}) g.free(*b);
+    }
+    line("GB/s: Q1_0 weight bytes (rows·cols/128·18) / best time; kernel times are submit + wait.\n");
+    return 0;
+}
+
+}  // namespace bankml::gpu

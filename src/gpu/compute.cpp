@@ -1,0 +1,546 @@
+#include "gpu/compute.h"
+
+#include "gpu/vulkan.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "core/error.h"
+
+namespace bankml::gpu {
+
+namespace {
+
+std::string result_name(VkResult r) {
+    switch (r) {
+#define N(x) case x: return #x;
+        N(VK_SUCCESS) N(VK_NOT_READY) N(VK_TIMEOUT) N(VK_INCOMPLETE) N(VK_ERROR_OUT_OF_HOST_MEMORY)
+        N(VK_ERROR_OUT_OF_DEVICE_MEMORY) N(VK_ERROR_INITIALIZATION_FAILED) N(VK_ERROR_DEVICE_LOST)
+        N(VK_ERROR_MEMORY_MAP_FAILED) N(VK_ERROR_LAYER_NOT_PRESENT) N(VK_ERROR_EXTENSION_NOT_PRESENT)
+        N(VK_ERROR_FEATURE_NOT_PRESENT) N(VK_ERROR_INCOMPATIBLE_DRIVER) N(VK_ERROR_TOO_MANY_OBJECTS)
+        N(VK_ERROR_FORMAT_NOT_SUPPORTED) N(VK_ERROR_FRAGMENTED_POOL) N(VK_ERROR_UNKNOWN)
+        N(VK_ERROR_OUT_OF_POOL_MEMORY) N(VK_ERROR_INVALID_EXTERNAL_HANDLE) N(VK_ERROR_FRAGMENTATION)
+        N(VK_ERROR_INVALID_SHADER_NV)
+#undef N
+        default: return "VkResult(" + std::to_string(int(r)) + ")";
+    }
+}
+
+void check(VkResult r, const std::string& call) {
+    if (r != VK_SUCCESS) throw Error(call + " failed: " + result_name(r));
+}
+
+// The instance-level entry points, loaded once through vkGetInstanceProcAddr.
+struct Loader {
+    std::string error;  // why there is no instance
+    VkInstance instance = VK_NULL_HANDLE;
+    bool validation = false;
+    PFN_vkGetInstanceProcAddr gipa = nullptr;
+    PFN_vkEnumeratePhysicalDevices enumerate = nullptr;
+    PFN_vkGetPhysicalDeviceProperties props = nullptr;
+    PFN_vkGetPhysicalDeviceMemoryProperties mem_props = nullptr;
+    PFN_vkGetPhysicalDeviceQueueFamilyProperties queue_props = nullptr;
+    PFN_vkCreateDevice create_device = nullptr;
+    PFN_vkGetDeviceProcAddr gdpa = nullptr;
+};
+
+std::mutex g_msgs_mu;
+std::vector<std::string> g_msgs;
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                          VkDebugUtilsMessageTypeFlagsEXT,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        std::lock_guard<std::mutex> l(g_msgs_mu);
+        g_msgs.push_back(data && data->pMessage ? data->pMessage : "(no message)");
+    }
+    return VK_FALSE;
+}
+
+bool env_on(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v && std::strcmp(v, "0") != 0;
+}
+
+// The process's one instance, created on first use and kept for the process's life (as the
+// loader's own state is); a machine without the loader gets a Loader with `error` set.
+Loader& loader() {
+    static Loader L;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        // The loader library as the registry opens it (BANKML_VULKAN_LOADER honoured).
+        try {
+            L.gipa = vulkan::open_loader();
+        } catch (const std::exception& e) {
+            L.error = e.what();
+            return;
+        }
+        auto create = reinterpret_cast<PFN_vkCreateInstance>(L.gipa(nullptr, "vkCreateInstance"));
+        if (!create) { L.error = "vkGetInstanceProcAddr(vkCreateInstance) returned null"; return; }
+        VkApplicationInfo app{};
+        app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
+        app.pApplicationName = "bankml";
+        app.apiVersion = VK_API_VERSION_1_1;
+        VkInstanceCreateInfo ci{};
+        ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+        ci.pApplicationInfo = &app;
+        const char* layer = "VK_LAYER_KHRONOS_validation";
+        const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        if (env_on("BANKML_GPU_VALIDATION")) {
+            ci.enabledLayerCount = 1;
+            ci.ppEnabledLayerNames = &layer;
+            ci.enabledExtensionCount = 1;
+            ci.ppEnabledExtensionNames = &ext;
+        }
+        VkResult r = create(&ci, nullptr, &L.instance);
+        if (r != VK_SUCCESS && ci.enabledLayerCount) {
+            ci.enabledLayerCount = 0;  // the layer is absent: carry on without it
+            ci.enabledExtensionCount = 0;
+            r = create(&ci, nullptr, &L.instance);
+        } else if (r == VK_SUCCESS && ci.enabledLayerCount) {
+            L.validation = true;
+        }
+        if (r != VK_SUCCESS) { L.error = "vkCreateInstance failed: " + result_name(r); return; }
+        auto get = [&](const char* n) { return L.gipa(L.instance, n); };
+        L.enumerate = reinterpret_cast<PFN_vkEnumeratePhysicalDevices>(get("vkEnumeratePhysicalDevices"));
+        L.props = reinterpret_cast<PFN_vkGetPhysicalDeviceProperties>(get("vkGetPhysicalDeviceProperties"));
+        L.mem_props = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties>(get("vkGetPhysicalDeviceMemoryProperties"));
+        L.queue_props = reinterpret_cast<PFN_vkGetPhysicalDeviceQueueFamilyProperties>(get("vkGetPhysicalDeviceQueueFamilyProperties"));
+        L.create_device = reinterpret_cast<PFN_vkCreateDevice>(get("vkCreateDevice"));
+        L.gdpa = reinterpret_cast<PFN_vkGetDeviceProcAddr>(get("vkGetDeviceProcAddr"));
+        if (!L.enumerate || !L.props || !L.mem_props || !L.queue_props || !L.create_device || !L.gdpa) {
+            L.error = "the Vulkan loader lacks a Vulkan 1.0 instance entry point";
+            return;
+        }
+        if (L.validation) {
+            auto mk = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(get("vkCreateDebugUtilsMessengerEXT"));
+            VkDebugUtilsMessengerCreateInfoEXT mi{};
+            mi.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
+            mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+            mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                             VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+            mi.pfnUserCallback = on_message;
+            VkDebugUtilsMessengerEXT m;
+            if (!mk || mk(L.instance, &mi, nullptr, &m) != VK_SUCCESS) L.validation = false;
+        }
+    });
+    return L;
+}
+
+std::vector<VkPhysicalDevice> physical_devices(Loader& L) {
+    uint32_t n = 0;
+    check(L.enumerate(L.instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+    std::vector<VkPhysicalDevice> v(n);
+    VkResult r = L.enumerate(L.instance, &n, v.data());
+    if (r != VK_INCOMPLETE) check(r, "vkEnumeratePhysicalDevices");
+    v.resize(n);
+    return v;
+}
+
+const char* type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+        default: return "other";
+    }
+}
+
+}  // namespace
+
+// The device-level entry points compute uses, from vkGetDeviceProcAddr.
+#define BANKML_VK_DEVICE_FNS(X)                                                                       \
+    X(DestroyDevice) X(GetDeviceQueue) X(DeviceWaitIdle) X(CreateBuffer) X(DestroyBuffer)             \
+    X(GetBufferMemoryRequirements) X(AllocateMemory) X(FreeMemory) X(BindBufferMemory) X(MapMemory)  \
+    X(CreateShaderModule) X(DestroyShaderModule) X(CreateDescriptorSetLayout)                         \
+    X(DestroyDescriptorSetLayout) X(CreatePipelineLayout) X(DestroyPipelineLayout)                    \
+    X(CreateComputePipelines) X(DestroyPipeline) X(CreateDescriptorPool) X(DestroyDescriptorPool)     \
+    X(AllocateDescriptorSets) X(UpdateDescriptorSets) X(CreateCommandPool) X(DestroyCommandPool)      \
+    X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer) X(EndCommandBuffer)         \
+    X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdPushConstants) X(CmdDispatch) X(CmdCopyBuffer)   \
+    X(QueueSubmit) X(CreateFence) X(DestroyFence) X(WaitForFences) X(ResetFences)
+
+struct Gpu::Impl {
+#define X(n) PFN_vk##n n = nullptr;
+    BANKML_VK_DEVICE_FNS(X)
+#undef X
+    std::string name;
+    VkDevice dev = VK_NULL_HANDLE;
+    VkQueue queue = VK_NULL_HANDLE;
+    VkCommandPool pool = VK_NULL_HANDLE;
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+    VkPhysicalDeviceMemoryProperties mem{};
+    int host_type = -1, devlocal_host_type = -1, devlocal_type = -1;
+    struct Buf { VkBuffer buf; VkDeviceMemory mem; size_t bytes; };
+    struct Pipe {
+        VkShaderModule module; VkDescriptorSetLayout dsl; VkPipelineLayout layout; VkPipeline pipe;
+        VkDescriptorPool dpool; VkDescriptorSet set; uint32_t bindings, push_bytes;
+    };
+    std::map<uint64_t, Buf> bufs;
+    std::map<uint64_t, Pipe> pipes;
+    uint64_t next_id = 1, allocated = 0;
+    bool pending = false;
+
+    ~Impl() {
+        if (!dev) return;
+        DeviceWaitIdle(dev);
+        for (auto& [id, p] : pipes) {
+            DestroyPipeline(dev, p.pipe, nullptr);
+            DestroyDescriptorPool(dev, p.dpool, nullptr);
+            DestroyPipelineLayout(dev, p.layout, nullptr);
+            DestroyDescriptorSetLayout(dev, p.dsl, nullptr);
+            DestroyShaderModule(dev, p.module, nullptr);
+        }
+        for (auto& [id, b] : bufs) {
+            DestroyBuffer(dev, b.buf, nullptr);
+            FreeMemory(dev, b.mem, nullptr);
+        }
+        if (fence) DestroyFence(dev, fence, nullptr);
+        if (pool) DestroyCommandPool(dev, pool, nullptr);
+        DestroyDevice(dev, nullptr);
+    }
+
+    int find_type(VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid = 0) const {
+        for (uint32_t i = 0; i < mem.memoryTypeCount; ++i) {
+            auto f = mem.memoryTypes[i].propertyFlags;
+            if ((f & want) == want && !(f & avoid)) return int(i);
+        }
+        return -1;
+    }
+
+    Buffer make(size_t bytes, bool host) {
+        if (bytes == 0) throw Error("Gpu::buffer(0): a buffer needs at least one byte");
+        VkBufferCreateInfo bi{};
+        bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+        bi.size = bytes;
+        bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+        bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+        VkBuffer buf;
+        check(CreateBuffer(dev, &bi, nullptr, &buf), "vkCreateBuffer(" + std::to_string(bytes) + " bytes)");
+        VkMemoryRequirements req;
+        GetBufferMemoryRequirements(dev, buf, &req);
+        // Preferred memory first; a type the buffer cannot use, or a heap that is full, falls back.
+        std::vector<int> order = host ? std::vector<int>{devlocal_host_type, host_type} : std::vector<int>{devlocal_type};
+        VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+        VkDeviceMemory m = VK_NULL_HANDLE;
+        int used = -1;
+        for (int t : order) {
+            if (t < 0 || !(req.memoryTypeBits & (1u << t))) continue;
+            VkMemoryAllocateInfo ai{};
+            ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+            ai.allocationSize = req.size;
+            ai.memoryTypeIndex = uint32_t(t);
+            r = AllocateMemory(dev, &ai, nullptr, &m);
+            if (r == VK_SUCCESS) { used = t; break; }
+        }
+        if (used < 0) {
+            DestroyBuffer(dev, buf, nullptr);
+            throw Error("vkAllocateMemory(" + std::to_string(bytes) + " bytes) failed: " + result_name(r));
+        }
+        auto fail = [&](VkResult rr, const char* call) {
+            FreeMemory(dev, m, nullptr);
+            DestroyBuffer(dev, buf, nullptr);
+            check(rr, call);
+        };
+        if (VkResult rr = BindBufferMemory(dev, buf, m, 0); rr != VK_SUCCESS) fail(rr, "vkBindBufferMemory");
+        void* p = nullptr;
+        if (host)
+            if (VkResult rr = MapMemory(dev, m, 0, VK_WHOLE_SIZE, 0, &p); rr != VK_SUCCESS) fail(rr, "vkMapMemory");
+        uint64_t id = next_id++;
+        bufs[id] = {buf, m, bytes};
+        allocated += bytes;
+        return Buffer{id, bytes, p};
+    }
+
+    const Buf& get(const Buffer& b) const {
+        auto it = bufs.find(b.id);
+        if (it == bufs.end()) throw Error("Gpu: buffer " + std::to_string(b.id) + " is not live on this card");
+        return it->second;
+    }
+
+    void begin() {
+        if (pending) throw Error("Gpu::submit: a submission is already in flight (wait() first)");
+        check(ResetCommandBuffer(cmd, 0), "vkResetCommandBuffer");
+        VkCommandBufferBeginInfo bi{};
+        bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+        bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+        check(BeginCommandBuffer(cmd, &bi), "vkBeginCommandBuffer");
+    }
+
+    void end_and_submit() {
+        check(EndCommandBuffer(cmd), "vkEndCommandBuffer");
+        check(ResetFences(dev, 1, &fence), "vkResetFences");
+        VkSubmitInfo si{};
+        si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+        si.commandBufferCount = 1;
+        si.pCommandBuffers = &cmd;
+        check(QueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+        pending = true;
+    }
+};
+
+std::vector<PhysicalDevice> Gpu::devices() {
+    Loader& L = loader();
+    std::vector<PhysicalDevice> out;
+    if (!L.instance) return out;
+    auto pds = physical_devices(L);
+    for (size_t i = 0; i < pds.size(); ++i) {
+        VkPhysicalDeviceProperties p;
+        L.props(pds[i], &p);
+        out.push_back({i, p.deviceName, type_name(p.deviceType)});
+    }
+    return out;
+}
+
+Gpu Gpu::open(size_t index) {
+    Loader& L = loader();
+    if (!L.instance) throw Error("Gpu::open(" + std::to_string(index) + "): " + L.error);
+    auto pds = physical_devices(L);
+    if (index >= pds.size())
+        throw Error("Gpu::open(" + std::to_string(index) + "): Vulkan has " + std::to_string(pds.size()) + " devices");
+    VkPhysicalDevice pd = pds[index];
+    auto d = std::make_unique<Impl>();
+    VkPhysicalDeviceProperties props;
+    L.props(pd, &props);
+    d->name = props.deviceName;
+    if (VK_API_VERSION_MINOR(props.apiVersion) < 1 && VK_API_VERSION_MAJOR(props.apiVersion) <= 1)
+        throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " supports only Vulkan 1.0");
+    uint32_t nq = 0;
+    L.queue_props(pd, &nq, nullptr);
+    std::vector<VkQueueFamilyProperties> qf(nq);
+    L.queue_props(pd, &nq, qf.data());
+    int family = -1;
+    // A compute family without graphics first (a dedicated compute queue), else any compute family.
+    for (uint32_t i = 0; i < nq && family < 0; ++i)
+        if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) family = int(i);
+    for (uint32_t i = 0; i < nq && family < 0; ++i)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) family = int(i);
+    if (family < 0) throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " has no compute queue");
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO;
+    qi.queueFamilyIndex = uint32_t(family);
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &prio;
+    VkDeviceCreateInfo di{};
+    di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    check(L.create_device(pd, &di, nullptr, &d->dev), "vkCreateDevice(" + d->name + ")");
+    bool missing = false;
+#define X(n) d->n = reinterpret_cast<PFN_vk##n>(L.gdpa(d->dev, "vk" #n)); missing |= !d->n;
+    BANKML_VK_DEVICE_FNS(X)
+#undef X
+    if (missing) {
+        auto destroy = reinterpret_cast<PFN_vkDestroyDevice>(L.gdpa(d->dev, "vkDestroyDevice"));
+        if (destroy) destroy(d->dev, nullptr);
+        d->dev = VK_NULL_HANDLE;
+        throw Error("vkGetDeviceProcAddr: " + d->name + " lacks a Vulkan 1.0 device entry point");
+    }
+    d->GetDeviceQueue(d->dev, uint32_t(family), 0, &d->queue);
+    L.mem_props(pd, &d->mem);
+    const auto HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    d->devlocal_host_type = d->find_type(HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    d->host_type = d->find_type(HV);
+    d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    if (d->devlocal_type < 0) d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    if (d->host_type < 0) throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " has no host-visible coherent memory");
+
+    VkCommandPoolCreateInfo pi{};
+    pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = uint32_t(family);
+    check(d->CreateCommandPool(d->dev, &pi, nullptr, &d->pool), "vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool = d->pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(d->AllocateCommandBuffers(d->dev, &ai, &d->cmd), "vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    check(d->CreateFence(d->dev, &fi, nullptr, &d->fence), "vkCreateFence");
+    return Gpu(std::move(d));
+}
+
+Gpu::Gpu(std::unique_ptr<Impl> impl) : d_(std::move(impl)) {}
+Gpu::Gpu(Gpu&&) noexcept = default;
+Gpu& Gpu::operator=(Gpu&&) noexcept = default;
+Gpu::~Gpu() = default;
+
+const std::string& Gpu::name() const { return d_->name; }
+bool Gpu::device_local_buffers() const { return d_->devlocal_host_type >= 0; }
+
+Buffer Gpu::buffer(size_t bytes) { return d_->make(bytes, true); }
+Buffer Gpu::device_buffer(size_t bytes) {
+    if (d_->devlocal_type < 0) throw Error("Gpu::device_buffer: " + d_->name + " has no device-local memory");
+    return d_->make(bytes, false);
+}
+
+void Gpu::write_bytes(const Buffer& b, const void* data, size_t bytes) {
+    d_->get(b);
+    if (!b.mapped) throw Error("Gpu::write: buffer " + std::to_string(b.id) + " is not host-visible");
+    if (bytes > b.bytes)
+        throw Error("Gpu::write: " + std::to_string(bytes) + " bytes into a buffer of " + std::to_string(b.bytes));
+    if (bytes) std::memcpy(b.mapped, data, bytes);
+}
+
+std::vector<float> Gpu::read_f32(const Buffer& b, size_t n) const {
+    d_->get(b);
+    if (!b.mapped) throw Error("Gpu::read_f32: buffer " + std::to_string(b.id) + " is not host-visible");
+    if (n * 4 > b.bytes)
+        throw Error("Gpu::read_f32: " + std::to_string(n) + " floats from a buffer of " + std::to_string(b.bytes) + " bytes");
+    std::vector<float> v(n);
+    if (n) std::memcpy(v.data(), b.mapped, n * 4);
+    return v;
+}
+
+uint64_t Gpu::allocated() const { return d_->allocated; }
+
+void Gpu::free(Buffer& b) {
+    const auto& x = d_->get(b);
+    if (d_->pending) wait();  // the submission in flight may still read it
+    d_->DestroyBuffer(d_->dev, x.buf, nullptr);
+    d_->FreeMemory(d_->dev, x.mem, nullptr);
+    d_->allocated -= x.bytes;
+    d_->bufs.erase(b.id);
+    b = Buffer{};
+}
+
+Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes) {
+    Impl& d = *d_;
+    if (spirv.size() < 5 || spirv[0] != 0x07230203u) throw Error("Gpu::pipeline: the SPIR-V is empty or has no header");
+    Impl::Pipe p{};
+    p.bindings = bindings;
+    p.push_bytes = push_bytes;
+    // Objects made so far are destroyed if a later step fails.
+    struct Undo {
+        Impl& d; Impl::Pipe& p; bool keep = false;
+        ~Undo() {
+            if (keep) return;
+            if (p.pipe) d.DestroyPipeline(d.dev, p.pipe, nullptr);
+            if (p.dpool) d.DestroyDescriptorPool(d.dev, p.dpool, nullptr);
+            if (p.layout) d.DestroyPipelineLayout(d.dev, p.layout, nullptr);
+            if (p.dsl) d.DestroyDescriptorSetLayout(d.dev, p.dsl, nullptr);
+            if (p.module) d.DestroyShaderModule(d.dev, p.module, nullptr);
+        }
+    } undo{d, p};
+    VkShaderModuleCreateInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
+    si.codeSize = spirv.size() * 4;
+    si.pCode = spirv.data();
+    check(d.CreateShaderModule(d.dev, &si, nullptr, &p.module), "vkCreateShaderModule(" + std::to_string(spirv.size()) + " words)");
+    std::vector<VkDescriptorSetLayoutBinding> lb(bindings);
+    for (uint32_t i = 0; i < bindings; ++i) {
+        lb[i] = {};
+        lb[i].binding = i;
+        lb[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        lb[i].descriptorCount = 1;
+        lb[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+    }
+    VkDescriptorSetLayoutCreateInfo li{};
+    li.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
+    li.bindingCount = bindings;
+    li.pBindings = lb.data();
+    check(d.CreateDescriptorSetLayout(d.dev, &li, nullptr, &p.dsl), "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pr{VK_SHADER_STAGE_COMPUTE_BIT, 0, push_bytes};
+    VkPipelineLayoutCreateInfo pli{};
+    pli.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &p.dsl;
+    pli.pushConstantRangeCount = push_bytes ? 1 : 0;
+    pli.pPushConstantRanges = &pr;
+    check(d.CreatePipelineLayout(d.dev, &pli, nullptr, &p.layout), "vkCreatePipelineLayout");
+    VkComputePipelineCreateInfo ci{};
+    ci.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;
+    ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = p.module;
+    ci.stage.pName = "main";
+    ci.layout = p.layout;
+    check(d.CreateComputePipelines(d.dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipe), "vkCreateComputePipelines");
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, bindings ? bindings : 1};
+    VkDescriptorPoolCreateInfo dpi{};
+    dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dpi.maxSets = 1;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    check(d.CreateDescriptorPool(d.dev, &dpi, nullptr, &p.dpool), "vkCreateDescriptorPool");
+    VkDescriptorSetAllocateInfo dai{};
+    dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    dai.descriptorPool = p.dpool;
+    dai.descriptorSetCount = 1;
+    dai.pSetLayouts = &p.dsl;
+    check(d.AllocateDescriptorSets(d.dev, &dai, &p.set), "vkAllocateDescriptorSets");
+    undo.keep = true;
+    uint64_t id = d.next_id++;
+    d.pipes[id] = p;
+    return Pipeline{id, bindings, push_bytes};
+}
+
+void Gpu::submit(const Pipeline& pl, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups) {
+    Impl& d = *d_;
+    auto it = d.pipes.find(pl.id);
+    if (it == d.pipes.end()) throw Error("Gpu::submit: pipeline " + std::to_string(pl.id) + " is not on this card");
+    const Impl::Pipe& p = it->second;
+    if (bufs.size() != p.bindings)
+        throw Error("Gpu::submit: " + std::to_string(bufs.size()) + " buffers for " + std::to_string(p.bindings) + " bindings");
+    if (push.size() * 4 != p.push_bytes)
+        throw Error("Gpu::submit: " + std::to_string(push.size() * 4) + " push bytes for " + std::to_string(p.push_bytes));
+    if (d.pending) throw Error("Gpu::submit: a submission is already in flight (wait() first)");
+    // One set per pipeline, rewritten per dispatch: safe because nothing is in flight now.
+    std::vector<VkDescriptorBufferInfo> bi(bufs.size());
+    std::vector<VkWriteDescriptorSet> w(bufs.size());
+    for (size_t i = 0; i < bufs.size(); ++i) {
+        bi[i] = {d.get(*bufs[i]).buf, 0, VK_WHOLE_SIZE};
+        w[i] = {};
+        w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        w[i].dstSet = p.set;
+        w[i].dstBinding = uint32_t(i);
+        w[i].descriptorCount = 1;
+        w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w[i].pBufferInfo = &bi[i];
+    }
+    if (!w.empty()) d.UpdateDescriptorSets(d.dev, uint32_t(w.size()), w.data(), 0, nullptr);
+    d.begin();
+    d.CmdBindPipeline(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipe);
+    d.CmdBindDescriptorSets(d.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &p.set, 0, nullptr);
+    if (p.push_bytes) d.CmdPushConstants(d.cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, push.data());
+    d.CmdDispatch(d.cmd, groups, 1, 1);
+    d.end_and_submit();
+}
+
+void Gpu::wait() {
+    Impl& d = *d_;
+    if (!d.pending) throw Error("Gpu::wait: no submission in flight");
+    d.pending = false;
+    check(d.WaitForFences(d.dev, 1, &d.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+}
+
+void Gpu::run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups) {
+    submit(p, bufs, push, groups);
+    wait();
+}
+
+void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
+    Impl& d = *d_;
+    if (bytes > src.bytes || bytes > dst.bytes) throw Error("Gpu::copy: " + std::to_string(bytes) + " bytes exceed a buffer");
+    VkBuffer s = d.get(src).buf, t = d.get(dst).buf;
+    d.begin();
+    VkBufferCopy region{0, 0, bytes};
+    d.CmdCopyBuffer(d.cmd, s, t, 1, &region);
+    d.end_and_submit();
+    wait();
+}
+
+std::vector<std::string> Gpu::validation_messages() {
+    std::lock_guard<std::mutex> l(g_msgs_mu);
+    return g_msgs;
+}
+bool Gpu::validation_enabled() { return loader().validation; }
+
+}  // namespace bankml::gpu

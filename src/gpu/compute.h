@@ -1,0 +1,96 @@
+// Vulkan compute on one card: one compute queue, host-visible coherent buffers mapped for their
+// whole life (device-local and host-visible memory when the card has it), pipelines made from
+// bankml's own SPIR-V, and dispatches that wait on a fence. One submission is in flight at a time
+// (one command buffer, one fence, one descriptor set per pipeline), so wait() follows each
+// submit(). Every Vulkan result is checked; a failure is a bankml::Error naming the call and the
+// VkResult. The Gpu owns every Vulkan object it makes (RAII): free() releases a buffer early, and
+// the destructor waits for the device to go idle and destroys what is left.
+//
+// A Gpu is movable, not copyable, and is driven by one thread at a time.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace bankml::gpu {
+
+// A buffer of the card. Only its Gpu can use or free it; the handle itself owns nothing.
+struct Buffer {
+    uint64_t id = 0;
+    size_t bytes = 0;
+    void* mapped = nullptr;  // host address of the memory, or nullptr for device-only memory
+};
+
+// A compute pipeline: its module, layouts, descriptor set. Owned by its Gpu.
+struct Pipeline {
+    uint64_t id = 0;
+    uint32_t bindings = 0, push_bytes = 0;
+};
+
+// What Vulkan reports about a physical device, in vkEnumeratePhysicalDevices order.
+struct PhysicalDevice {
+    size_t index = 0;
+    std::string name;
+    std::string type;  // "integrated", "discrete", "virtual", "cpu" or "other"
+};
+
+class Gpu {
+public:
+    // Vulkan's physical devices; empty (with no error) when there is no loader.
+    static std::vector<PhysicalDevice> devices();
+    // Opens physical device `index` (vkEnumeratePhysicalDevices order) with one compute queue.
+    static Gpu open(size_t index);
+
+    Gpu(Gpu&&) noexcept;
+    Gpu& operator=(Gpu&&) noexcept;
+    Gpu(const Gpu&) = delete;
+    Gpu& operator=(const Gpu&) = delete;
+    ~Gpu();
+
+    const std::string& name() const;
+    // True when buffers live in device-local host-visible memory (no staging needed).
+    bool device_local_buffers() const;
+
+    // A host-visible coherent buffer, mapped for its life (device-local when the card offers it).
+    Buffer buffer(size_t bytes);
+    // A device-local buffer the host cannot map (for device-side copies); mapped is nullptr.
+    Buffer device_buffer(size_t bytes);
+    template <class T>
+    Buffer upload(std::span<const T> data) {
+        Buffer b = buffer(data.size_bytes() ? data.size_bytes() : 4);
+        write(b, data);
+        return b;
+    }
+    template <class T>
+    void write(const Buffer& b, std::span<const T> data) { write_bytes(b, data.data(), data.size_bytes()); }
+    void write_bytes(const Buffer& b, const void* data, size_t bytes);
+    std::vector<float> read_f32(const Buffer& b, size_t n) const;
+    uint64_t allocated() const;  // bytes bankml's live buffers hold
+    void free(Buffer& b);
+
+    Pipeline pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes);
+    // submit then wait.
+    void run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
+    // Records and submits one dispatch of `groups` workgroups; returns at once.
+    void submit(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
+    // Waits for the submission in flight (throws if there is none).
+    void wait();
+    // One vkCmdCopyBuffer of `bytes` from src to dst, submitted and waited for (the bandwidth bench).
+    void copy(const Buffer& src, const Buffer& dst, size_t bytes);
+
+    // With BANKML_GPU_VALIDATION=1 the instance enables VK_LAYER_KHRONOS_validation and collects
+    // its warnings and errors here (through VK_EXT_debug_utils); otherwise always empty.
+    static std::vector<std::string> validation_messages();
+    static bool validation_enabled();
+
+    struct Impl;
+
+private:
+    explicit Gpu(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> d_;
+};
+
+}  // namespace bankml::gpu

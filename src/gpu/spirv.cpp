@@ -1,0 +1,292 @@
+#include "gpu/spirv.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace bankml::gpu::spirv {
+
+std::vector<uint32_t> string_words(const std::string& s) {
+    std::vector<uint32_t> w(s.size() / 4 + 1, 0u);  // always room for the terminating NUL
+    for (size_t i = 0; i < s.size(); ++i) w[i / 4] |= uint32_t(uint8_t(s[i])) << (8 * (i % 4));
+    return w;
+}
+
+void Module::put(std::vector<uint32_t>& sec, uint16_t opcode, const std::vector<uint32_t>& operands) {
+    sec.push_back(uint32_t(operands.size() + 1) << 16 | opcode);
+    sec.insert(sec.end(), operands.begin(), operands.end());
+}
+
+Module::Module() {
+    put(capabilities_, OpCapability, {CapabilityShader});
+    glsl_ = id();
+    std::vector<uint32_t> ops{glsl_};
+    auto s = string_words("GLSL.std.450");
+    ops.insert(ops.end(), s.begin(), s.end());
+    put(imports_, OpExtInstImport, ops);
+    put(memory_model_, OpMemoryModel, {AddressingLogical, MemoryModelGLSL450});
+}
+
+uint32_t Module::type_once(const std::vector<uint32_t>& key, uint16_t opcode, const std::vector<uint32_t>& operands) {
+    auto it = made_.find(key);
+    if (it != made_.end()) return it->second;
+    uint32_t r = id();
+    std::vector<uint32_t> ops;
+    // Constants carry a result type before the result id; types only the result id.
+    if (opcode == OpConstant || opcode == OpConstantTrue || opcode == OpConstantFalse) {
+        ops.push_back(operands[0]);
+        ops.push_back(r);
+        ops.insert(ops.end(), operands.begin() + 1, operands.end());
+    } else {
+        ops.push_back(r);
+        ops.insert(ops.end(), operands.begin(), operands.end());
+    }
+    put(types_, opcode, ops);
+    made_[key] = r;
+    return r;
+}
+
+uint32_t Module::t_void() { return type_once({OpTypeVoid}, OpTypeVoid, {}); }
+uint32_t Module::t_bool() { return type_once({OpTypeBool}, OpTypeBool, {}); }
+uint32_t Module::t_int(uint32_t width, bool s) { return type_once({OpTypeInt, width, s}, OpTypeInt, {width, s ? 1u : 0u}); }
+uint32_t Module::t_f32() { return type_once({OpTypeFloat, 32}, OpTypeFloat, {32}); }
+uint32_t Module::t_vec(uint32_t e, uint32_t n) { return type_once({OpTypeVector, e, n}, OpTypeVector, {e, n}); }
+uint32_t Module::t_array(uint32_t e, uint32_t len) {
+    uint32_t l = c_u32(len);
+    return type_once({OpTypeArray, e, l}, OpTypeArray, {e, l});
+}
+uint32_t Module::t_runtime_array(uint32_t e, uint32_t stride) {
+    // A decorated type differs from an undecorated one, so the stride is part of the key.
+    auto key = std::vector<uint32_t>{OpTypeRuntimeArray, e, stride};
+    bool fresh = !made_.count(key);
+    uint32_t r = type_once(key, OpTypeRuntimeArray, {e});
+    if (fresh) decorate(r, DecorationArrayStride, {stride});
+    return r;
+}
+uint32_t Module::t_struct(const std::vector<uint32_t>& members) {
+    uint32_t r = id();
+    std::vector<uint32_t> ops{r};
+    ops.insert(ops.end(), members.begin(), members.end());
+    put(types_, OpTypeStruct, ops);
+    return r;
+}
+uint32_t Module::t_ptr(uint32_t sc, uint32_t t) { return type_once({OpTypePointer, sc, t}, OpTypePointer, {sc, t}); }
+uint32_t Module::t_fn(uint32_t ret, const std::vector<uint32_t>& params) {
+    std::vector<uint32_t> key{OpTypeFunction, ret}, ops{ret};
+    key.insert(key.end(), params.begin(), params.end());
+    ops.insert(ops.end(), params.begin(), params.end());
+    return type_once(key, OpTypeFunction, ops);
+}
+uint32_t Module::c_u32(uint32_t v) { uint32_t t = t_u32(); return type_once({OpConstant, t, v}, OpConstant, {t, v}); }
+uint32_t Module::c_i32(int32_t v) { uint32_t t = t_i32(); return type_once({OpConstant, t, uint32_t(v)}, OpConstant, {t, uint32_t(v)}); }
+uint32_t Module::c_f32(float v) {
+    uint32_t t = t_f32(), u;
+    std::memcpy(&u, &v, 4);
+    return type_once({OpConstant, t, u}, OpConstant, {t, u});
+}
+uint32_t Module::c_bool(bool v) {
+    uint32_t t = t_bool();
+    uint16_t o = v ? OpConstantTrue : OpConstantFalse;
+    return type_once({o, t}, o, {t});
+}
+
+void Module::decorate(uint32_t target, uint32_t d, const std::vector<uint32_t>& args) {
+    std::vector<uint32_t> ops{target, d};
+    ops.insert(ops.end(), args.begin(), args.end());
+    put(annotations_, OpDecorate, ops);
+}
+void Module::member_decorate(uint32_t st, uint32_t m, uint32_t d, const std::vector<uint32_t>& args) {
+    std::vector<uint32_t> ops{st, m, d};
+    ops.insert(ops.end(), args.begin(), args.end());
+    put(annotations_, OpMemberDecorate, ops);
+}
+void Module::name(uint32_t target, const std::string& n) {
+    std::vector<uint32_t> ops{target};
+    auto s = string_words(n);
+    ops.insert(ops.end(), s.begin(), s.end());
+    put(debug_, OpName, ops);
+}
+
+uint32_t Module::storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n) {
+    uint32_t arr = t_runtime_array(elem, 4);
+    uint32_t st = t_struct({arr});
+    decorate(st, DecorationBlock);
+    member_decorate(st, 0, DecorationOffset, {0});
+    if (read_only) member_decorate(st, 0, DecorationNonWritable);
+    uint32_t var = id();
+    put(types_, OpVariable, {t_ptr(StorageStorageBuffer, st), var, StorageStorageBuffer});
+    decorate(var, DecorationDescriptorSet, {0});
+    decorate(var, DecorationBinding, {binding});
+    name(var, n);
+    return var;
+}
+
+uint32_t Module::push_constants(uint32_t count) {
+    std::vector<uint32_t> members(count, t_u32());
+    uint32_t st = t_struct(members);
+    decorate(st, DecorationBlock);
+    for (uint32_t i = 0; i < count; ++i) member_decorate(st, i, DecorationOffset, {4 * i});
+    uint32_t var = id();
+    put(types_, OpVariable, {t_ptr(StoragePushConstant, st), var, StoragePushConstant});
+    name(var, "push");
+    return var;
+}
+
+uint32_t Module::builtin_u32x3(uint32_t builtin) {
+    uint32_t var = id();
+    put(types_, OpVariable, {t_ptr(StorageInput, t_vec(t_u32(), 3)), var, StorageInput});
+    decorate(var, DecorationBuiltIn, {builtin});
+    interface_.push_back(var);
+    return var;
+}
+
+uint32_t Module::workgroup_array(uint32_t elem, uint32_t len) {
+    uint32_t var = id();
+    put(types_, OpVariable, {t_ptr(StorageWorkgroup, t_array(elem, len)), var, StorageWorkgroup});
+    return var;
+}
+
+void Module::entry_point(uint32_t local_x) {
+    main_ = id();
+    local_x_ = local_x;
+    name(main_, "main");
+}
+
+void Module::begin_main() {
+    if (!main_) throw Error("spirv::Module::begin_main: entry_point() first");
+    uint32_t v = t_void();
+    put(fn_head_, OpFunction, {v, main_, FunctionControlNone, t_fn(v)});
+    put(fn_head_, OpLabel, {id()});
+    in_main_ = true;
+}
+
+void Module::end_main() {
+    put(fn_body_, OpReturn, {});
+    put(fn_body_, OpFunctionEnd, {});
+    in_main_ = false;
+}
+
+uint32_t Module::local_var(uint32_t type) {
+    uint32_t var = id();
+    put(fn_vars_, OpVariable, {t_ptr(StorageFunction, type), var, StorageFunction});
+    return var;
+}
+
+uint32_t Module::op(uint16_t opcode, uint32_t result_ty, const std::vector<uint32_t>& operands) {
+    uint32_t r = id();
+    std::vector<uint32_t> ops{result_ty, r};
+    ops.insert(ops.end(), operands.begin(), operands.end());
+    put(fn_body_, opcode, ops);
+    if (opcode == OpFMul || opcode == OpFAdd || opcode == OpFSub || opcode == OpExtInst)
+        decorate(r, DecorationNoContraction);
+    return r;
+}
+
+void Module::emit(uint16_t opcode, const std::vector<uint32_t>& operands) { put(fn_body_, opcode, operands); }
+
+uint32_t Module::ext(uint32_t result_ty, uint32_t inst, const std::vector<uint32_t>& operands) {
+    std::vector<uint32_t> ops{glsl_, inst};
+    ops.insert(ops.end(), operands.begin(), operands.end());
+    return op(OpExtInst, result_ty, ops);
+}
+
+uint32_t Module::load_elem(uint32_t elem_ty, uint32_t buffer, uint32_t idx) {
+    uint32_t p = op(OpAccessChain, t_ptr(StorageStorageBuffer, elem_ty), {buffer, c_u32(0), idx});
+    return load(elem_ty, p);
+}
+void Module::store_elem(uint32_t elem_ty, uint32_t buffer, uint32_t idx, uint32_t value) {
+    uint32_t p = op(OpAccessChain, t_ptr(StorageStorageBuffer, elem_ty), {buffer, c_u32(0), idx});
+    store(p, value);
+}
+uint32_t Module::builtin_x(uint32_t var) {
+    uint32_t v = load(t_vec(t_u32(), 3), var);
+    return op(OpCompositeExtract, t_u32(), {v, 0});
+}
+void Module::barrier() {
+    emit(OpControlBarrier, {c_u32(ScopeWorkgroup), c_u32(ScopeWorkgroup),
+                            c_u32(SemanticsAcquireRelease | SemanticsWorkgroupMemory)});
+}
+
+void Module::if_then(uint32_t cond, const std::function<void()>& then_body) {
+    uint32_t then_l = id(), merge = id();
+    emit(OpSelectionMerge, {merge, SelectionControlNone});
+    emit(OpBranchConditional, {cond, then_l, merge});
+    emit(OpLabel, {then_l});
+    then_body();
+    emit(OpBranch, {merge});
+    emit(OpLabel, {merge});
+}
+
+void Module::loop(const std::function<uint32_t()>& cond, const std::function<void()>& body,
+                  const std::function<void()>& cont) {
+    uint32_t header = id(), check = id(), body_l = id(), cont_l = id(), merge = id();
+    emit(OpBranch, {header});
+    emit(OpLabel, {header});
+    emit(OpLoopMerge, {merge, cont_l, LoopControlNone});
+    emit(OpBranch, {check});
+    emit(OpLabel, {check});
+    uint32_t c = cond();
+    emit(OpBranchConditional, {c, body_l, merge});
+    emit(OpLabel, {body_l});
+    body();
+    emit(OpBranch, {cont_l});
+    emit(OpLabel, {cont_l});
+    cont();
+    emit(OpBranch, {header});
+    emit(OpLabel, {merge});
+}
+
+std::pair<uint32_t, uint32_t> Module::two_sum(uint32_t f, uint32_t a, uint32_t b) {
+    uint32_t s = op(OpFAdd, f, {a, b});
+    uint32_t bb = op(OpFSub, f, {s, a});
+    uint32_t aa = op(OpFSub, f, {s, bb});
+    uint32_t e = op(OpFAdd, f, {op(OpFSub, f, {a, aa}), op(OpFSub, f, {b, bb})});
+    return {s, e};
+}
+
+uint32_t Module::fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_t a, uint32_t b, uint32_t c,
+                           uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0) {
+    auto [f, u, bl] = tys;
+    // The same sequence as fma_exact_ref (fma_exact.h), instruction for instruction.
+    uint32_t b_hi = op(OpBitcast, f, {op(OpBitwiseAnd, u, {op(OpBitcast, u, {b}), c_mask})});
+    uint32_t b_lo = op(OpFSub, f, {b, b_hi});
+    uint32_t p1 = op(OpFMul, f, {a, b_hi}), p2 = op(OpFMul, f, {a, b_lo});
+    auto [uh, ul] = two_sum(f, p1, p2);
+    auto [th, tl] = two_sum(f, c, uh);
+    auto [s, e] = two_sum(f, tl, ul);
+    uint32_t sb = op(OpBitcast, u, {s}), eb = op(OpBitcast, u, {e});
+    uint32_t inexact = op(OpFOrdNotEqual, bl, {e, cf0});
+    uint32_t even = op(OpIEqual, bl, {op(OpBitwiseAnd, u, {sb, c1}), c0});
+    uint32_t larger = op(OpIEqual, bl, {op(OpShiftRightLogical, u, {op(OpBitwiseXor, u, {sb, eb}), c_u32(31)}), c0});
+    uint32_t stepped = op(OpSelect, u, {larger, op(OpIAdd, u, {sb, c1}), op(OpISub, u, {sb, c1})});
+    uint32_t vb = op(OpSelect, u, {op(OpLogicalAnd, bl, {inexact, even}), stepped, sb});
+    uint32_t r = op(OpFAdd, f, {th, op(OpBitcast, f, {vb})});
+    uint32_t zero = op(OpFOrdEqual, bl, {r, cf0});
+    return op(OpSelect, f, {zero, op(OpFAdd, f, {op(OpFMul, f, {a, b}), c}), r});
+}
+
+std::vector<uint32_t> Module::words() const {
+    std::vector<uint32_t> w{MAGIC, VERSION_1_3, 0u, bound_, 0u};
+    auto add = [&](const std::vector<uint32_t>& s) { w.insert(w.end(), s.begin(), s.end()); };
+    add(capabilities_);
+    add(extensions_);
+    add(imports_);
+    add(memory_model_);
+    if (main_) {
+        std::vector<uint32_t> ep{ExecutionModelGLCompute, main_};
+        auto s = string_words("main");
+        ep.insert(ep.end(), s.begin(), s.end());
+        ep.insert(ep.end(), interface_.begin(), interface_.end());
+        put(w, OpEntryPoint, ep);
+        put(w, OpExecutionMode, {main_, ExecutionModeLocalSize, local_x_, 1, 1});
+    }
+    add(debug_);
+    add(annotations_);
+    add(types_);
+    add(fn_head_);
+    add(fn_vars_);
+    add(fn_body_);
+    return w;
+}
+
+}  // namespace bankml::gpu::spirv

@@ -1,0 +1,325 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "model/ops.h"
+#include "model/products.h"
+#include "par/pool.h"
+
+namespace bankml::model {
+
+namespace {
+
+// Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many).
+constexpr size_t MAX_BATCH = 64;
+
+struct Layer {
+    const float* attn_norm = nullptr;
+    const float* q_norm = nullptr;
+    const float* k_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    Matrix wq, wk, wv, wo, gate, up, down;
+};
+
+std::string shape_str(std::initializer_list<int64_t> s) {
+    std::string r = "[";
+    for (int64_t v : s) r += (r.size() > 1 ? ", " : "") + std::to_string(v);
+    return r + "]";
+}
+
+// A tensor that must exist with exactly this shape.
+const gguf::Tensor& expect(const gguf::File& f, const std::string& name, std::initializer_list<int64_t> shape) {
+    const gguf::Tensor* t = f.find(name);
+    if (!t) throw Error(f.path() + ": missing tensor " + name);
+    bool ok = t->n_dims == shape.size();
+    size_t i = 0;
+    for (int64_t v : shape) ok = ok && t->ne[i++] == v;
+    for (; i < 4; i++) ok = ok && t->ne[i] == 1;
+    if (!ok)
+        throw Error(f.path() + ": tensor " + name + " has shape " + t->shape_string() + ", expected " +
+                    shape_str(shape));
+    return *t;
+}
+
+const float* norm_weight(const gguf::File& f, const std::string& name, int64_t n) {
+    const gguf::Tensor& t = expect(f, name, {n});
+    if (t.type != gguf::Type::F32)
+        throw Error(f.path() + ": tensor " + name + " has type " + gguf::type_name(t.type) + ", expected f32");
+    if (reinterpret_cast<uintptr_t>(t.data) % alignof(float))
+        throw Error(f.path() + ": tensor " + name + " is not 4-byte aligned");
+    return reinterpret_cast<const float*>(t.data);
+}
+
+Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_t rows) {
+    const gguf::Tensor& t = expect(f, name, {cols, rows});
+    if (!product_type_supported(t.type))
+        throw Error(f.path() + ": tensor " + name + " has type " + gguf::type_name(t.type) +
+                    ", expected q1_0, q2_0, f16 or f32");
+    const gguf::TypeInfo* ti = gguf::type_info((uint32_t)t.type);
+    // Q8_0 activations come in blocks of 32: every supported type's rows must split into them.
+    if (!ti || cols % ti->block != 0 || cols % 32 != 0)
+        throw Error(f.path() + ": tensor " + name + " has rows of " + std::to_string(cols) +
+                    " weights, not a multiple of the block size");
+    if (t.type == gguf::Type::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float))
+        throw Error(f.path() + ": tensor " + name + " is not 4-byte aligned");
+    Matrix m;
+    m.type = t.type;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    m.row_bytes = (size_t)gguf::row_bytes(t.type, cols);
+    return m;
+}
+
+int meta_int(const gguf::File& f, const std::string& key, int64_t lo, int64_t hi) {
+    const int64_t v = f.require_i64(key);
+    if (v < lo || v > hi)
+        throw Error(f.path() + ": metadata " + key + " = " + std::to_string(v) + " is out of range [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return (int)v;
+}
+
+}  // namespace
+
+struct Model::Impl {
+    gguf::File file;
+    Hparams hp;
+    std::vector<Layer> layers;
+    Matrix tok_embd, output;
+    const float* output_norm = nullptr;
+
+    std::unique_ptr<par::Pool> pool;
+    Products prod;
+    std::unique_ptr<ops::Rope> rope;
+    int n_ctx = 0, n_past = 0;
+    bool kv_f32 = false;
+
+    // The cache: [layer][kv head][position][head_dim], f16 or f32. Allocated without touching it,
+    // so pages become resident only as positions are written.
+    std::unique_ptr<uint16_t[]> k16, v16;
+    std::unique_ptr<float[]> k32, v32;
+
+    // Scratch for one chunk of up to MAX_BATCH tokens (allocated once).
+    std::vector<float> x, xn, q, k, v, att, o, g, u, h, rope_cs;
+    std::vector<uint8_t> att_scratch;
+
+    explicit Impl(gguf::File f) : file(std::move(f)) {}
+
+    size_t kv_index(int il, int kvh, int pos) const {
+        return (((size_t)il * hp.n_head_kv + kvh) * n_ctx + pos) * hp.head_dim;
+    }
+
+    void load();
+    void alloc(const ModelOptions& opt);
+    void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
+    void attention(int il, size_t n, int p0);
+};
+
+void Model::Impl::load() {
+    const gguf::File& f = file;
+    auto arch = f.require_str("general.architecture");
+    if (arch != "qwen3")
+        throw Error(f.path() + ": general.architecture is '" + std::string(arch) + "', bankml runs qwen3");
+    hp.n_embd = meta_int(f, "qwen3.embedding_length", 1, 1 << 20);
+    hp.n_layer = meta_int(f, "qwen3.block_count", 1, 4096);
+    hp.n_head = meta_int(f, "qwen3.attention.head_count", 1, 4096);
+    hp.n_head_kv = f.has("qwen3.attention.head_count_kv") ? meta_int(f, "qwen3.attention.head_count_kv", 1, 4096)
+                                                          : hp.n_head;
+    if (hp.n_head % hp.n_head_kv)
+        throw Error(f.path() + ": qwen3.attention.head_count " + std::to_string(hp.n_head) +
+                    " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+    hp.head_dim = f.has("qwen3.attention.key_length") ? meta_int(f, "qwen3.attention.key_length", 2, 4096)
+                                                      : hp.n_embd / hp.n_head;
+    if (f.has("qwen3.attention.value_length") &&
+        meta_int(f, "qwen3.attention.value_length", 1, 4096) != hp.head_dim)
+        throw Error(f.path() + ": qwen3.attention.value_length differs from key_length");
+    if (hp.head_dim % 2) throw Error(f.path() + ": qwen3.attention.key_length must be even");
+    hp.n_ff = meta_int(f, "qwen3.feed_forward_length", 1, 1 << 22);
+    hp.n_ctx_train = f.get_i64("qwen3.context_length").value_or(4096);
+    hp.rms_eps = f.get_f32("qwen3.attention.layer_norm_rms_epsilon").value_or(1e-6f);
+    hp.rope_base = f.get_f32("qwen3.rope.freq_base").value_or(10000.0f);
+    if (!(hp.rms_eps >= 0.0f) || !(hp.rope_base > 0.0f) || !std::isfinite(hp.rope_base))
+        throw Error(f.path() + ": bad RMS epsilon or rope base");
+
+    const gguf::Tensor* te = f.find("token_embd.weight");
+    if (!te) throw Error(f.path() + ": missing tensor token_embd.weight");
+    if (te->ne[1] < 1 || te->ne[1] > (1 << 24))
+        throw Error(f.path() + ": tensor token_embd.weight has shape " + te->shape_string());
+    hp.n_vocab = (int)te->ne[1];
+    const int64_t E = hp.n_embd, D = hp.head_dim, NQ = (int64_t)hp.n_head * D, NKV = (int64_t)hp.n_head_kv * D;
+    tok_embd = matrix(f, "token_embd.weight", E, hp.n_vocab);
+    output_norm = norm_weight(f, "output_norm.weight", E);
+    hp.tied_output = f.find("output.weight") == nullptr;
+    output = hp.tied_output ? tok_embd : matrix(f, "output.weight", E, hp.n_vocab);
+    hp.n_params = E * hp.n_vocab * (hp.tied_output ? 1 : 2) + E;
+    layers.resize((size_t)hp.n_layer);
+    for (int il = 0; il < hp.n_layer; il++) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        Layer& L = layers[(size_t)il];
+        L.attn_norm = norm_weight(f, p + "attn_norm.weight", E);
+        L.wq = matrix(f, p + "attn_q.weight", E, NQ);
+        L.wk = matrix(f, p + "attn_k.weight", E, NKV);
+        L.wv = matrix(f, p + "attn_v.weight", E, NKV);
+        L.q_norm = norm_weight(f, p + "attn_q_norm.weight", D);
+        L.k_norm = norm_weight(f, p + "attn_k_norm.weight", D);
+        L.wo = matrix(f, p + "attn_output.weight", NQ, E);
+        L.ffn_norm = norm_weight(f, p + "ffn_norm.weight", E);
+        L.gate = matrix(f, p + "ffn_gate.weight", E, hp.n_ff);
+        L.up = matrix(f, p + "ffn_up.weight", E, hp.n_ff);
+        L.down = matrix(f, p + "ffn_down.weight", hp.n_ff, E);
+        hp.n_params += 2 * E + 2 * D + E * (NQ + 2 * NKV) + NQ * E + 3 * E * hp.n_ff;
+    }
+    rope = std::make_unique<ops::Rope>(hp.head_dim, hp.rope_base);
+}
+
+void Model::Impl::alloc(const ModelOptions& opt) {
+    pool = std::make_unique<par::Pool>(opt.threads > 0 ? opt.threads : par::Pool::env_threads());
+    if (opt.ctx < 0) throw UsageError("context size " + std::to_string(opt.ctx) + " is negative");
+    n_ctx = opt.ctx > 0 ? opt.ctx : (int)std::min<int64_t>(hp.n_ctx_train, 4096);
+    if (n_ctx < 1) n_ctx = 1;
+    kv_f32 = opt.kv_f32;
+    const size_t kv_elems = (size_t)hp.n_layer * hp.n_head_kv * (size_t)n_ctx * hp.head_dim;
+    if (kv_f32) {
+        k32.reset(new float[kv_elems]);
+        v32.reset(new float[kv_elems]);
+    } else {
+        k16.reset(new uint16_t[kv_elems]);
+        v16.reset(new uint16_t[kv_elems]);
+    }
+    const size_t E = hp.n_embd, NQ = (size_t)hp.n_head * hp.head_dim, NKV = (size_t)hp.n_head_kv * hp.head_dim;
+    x.resize(MAX_BATCH * E);
+    xn.resize(MAX_BATCH * E);
+    o.resize(MAX_BATCH * E);
+    q.resize(MAX_BATCH * NQ);
+    att.resize(MAX_BATCH * NQ);
+    k.resize(MAX_BATCH * NKV);
+    v.resize(MAX_BATCH * NKV);
+    g.resize(MAX_BATCH * (size_t)hp.n_ff);
+    u.resize(MAX_BATCH * (size_t)hp.n_ff);
+    h.resize(MAX_BATCH * (size_t)hp.n_ff);
+    rope_cs.resize(MAX_BATCH * (size_t)hp.head_dim);
+    att_scratch.resize((size_t)pool->threads() * ops::attend_scratch_bytes((size_t)hp.head_dim) + 64);
+}
+
+// Attention of the chunk's n tokens (positions p0..p0+n-1, already in the cache) for layer il:
+// one job per (token, query head), spread over the pool; each job's arithmetic is fixed.
+void Model::Impl::attention(int il, size_t n, int p0) {
+    const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, group = NH / (size_t)hp.n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hp.head_dim);
+    const size_t jobs = n * NH;
+    std::atomic<size_t> next{0};
+    pool->run([&](int worker) {
+        void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
+        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
+            const size_t t = j / NH, hq = j % NH;
+            const int kvh = (int)(hq / group);
+            const size_t n_kv = (size_t)p0 + t + 1;
+            const float* qh = q.data() + t * NH * D + hq * D;
+            float* out = att.data() + t * NH * D + hq * D;
+            const size_t base = kv_index(il, kvh, 0);
+            if (kv_f32)
+                ops::attend_f32(qh, k32.get() + base, v32.get() + base, n_kv, D, scale, out, scratch);
+            else
+                ops::attend_f16(qh, k16.get() + base, v16.get() + base, n_kv, D, scale, out, scratch);
+        }
+    });
+}
+
+void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits) {
+    const size_t E = hp.n_embd, D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv, FF = hp.n_ff;
+    const int p0 = n_past;
+    par::Pool& P = *pool;
+    for (size_t t = 0; t < n; t++) {
+        dequantize_row(tok_embd, tok[t], x.data() + t * E);
+        rope->cache(p0 + (int64_t)t, rope_cs.data() + t * D);
+    }
+    for (int il = 0; il < hp.n_layer; il++) {
+        const Layer& L = layers[(size_t)il];
+        for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps);
+        prod.mm(P, L.wq, xn.data(), n, q.data());
+        prod.mm(P, L.wk, xn.data(), n, k.data());
+        prod.mm(P, L.wv, xn.data(), n, v.data());
+        for (size_t t = 0; t < n; t++) {
+            const float* cs = rope_cs.data() + t * D;
+            for (size_t hq = 0; hq < NH; hq++) {
+                float* qh = q.data() + (t * NH + hq) * D;
+                ops::rms_norm_mul(qh, L.q_norm, qh, D, hp.rms_eps);
+                rope->apply(qh, cs);
+            }
+            for (size_t hk = 0; hk < NKV; hk++) {
+                float* kh = k.data() + (t * NKV + hk) * D;
+                const float* vh = v.data() + (t * NKV + hk) * D;
+                ops::rms_norm_mul(kh, L.k_norm, kh, D, hp.rms_eps);
+                rope->apply(kh, cs);
+                const size_t at = kv_index(il, (int)hk, p0 + (int)t);
+                if (kv_f32) {
+                    std::memcpy(k32.get() + at, kh, D * sizeof(float));
+                    std::memcpy(v32.get() + at, vh, D * sizeof(float));
+                } else {
+                    ops::round_f16(kh, k16.get() + at, D);
+                    ops::round_f16(vh, v16.get() + at, D);
+                }
+            }
+        }
+        attention(il, n, p0);
+        prod.mm(P, L.wo, att.data(), n, o.data());
+        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
+        for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
+        prod.mm(P, L.gate, xn.data(), n, g.data());
+        prod.mm(P, L.up, xn.data(), n, u.data());
+        for (size_t t = 0; t < n; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
+        prod.mm(P, L.down, h.data(), n, o.data());
+        for (size_t i = 0; i < n * E; i++) x[i] = o[i] + x[i];
+    }
+    // Logits: every token's, or only the last one's (the others are not needed).
+    const size_t first = all_logits ? 0 : n - 1;
+    for (size_t t = first; t < n; t++)
+        ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + (t - first) * E, E, hp.rms_eps);
+    if (logits) prod.mm(P, output, xn.data(), n - first, logits);
+    n_past += (int)n;
+}
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& opt) {
+    auto impl = std::make_unique<Impl>(gguf::File::open(path));
+    impl->load();
+    impl->alloc(opt);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+int Model::n_vocab() const { return impl_->hp.n_vocab; }
+int Model::n_ctx() const { return impl_->n_ctx; }
+int Model::n_past() const { return impl_->n_past; }
+int Model::threads() const { return impl_->pool->threads(); }
+const Hparams& Model::hparams() const { return impl_->hp; }
+const gguf::File& Model::file() const { return impl_->file; }
+void Model::reset() { impl_->n_past = 0; }
+
+std::vector<float> Model::eval(std::span<const int32_t> tokens, bool all_logits) {
+    Impl& m = *impl_;
+    if (tokens.empty()) throw Error("eval: no tokens");
+    for (size_t i = 0; i < tokens.size(); i++)
+        if (tokens[i] < 0 || tokens[i] >= m.hp.n_vocab)
+            throw Error("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                        " is out of range [0, " + std::to_string(m.hp.n_vocab) + ")");
+    if ((size_t)m.n_past + tokens.size() > (size_t)m.n_ctx)
+        throw Error("context full: " + std::to_string(m.n_past) + " cached + " + std::to_string(tokens.size()) +
+                    " new tokens exceed the context of " + std::to_string(m.n_ctx));
+    const size_t V = (size_t)m.hp.n_vocab;
+    std::vector<float> out(all_logits ? tokens.size() * V : V);
+    for (size_t i = 0; i < tokens.size(); i += MAX_BATCH) {
+        const size_t n = std::min(MAX_BATCH, tokens.size() - i);
+        const bool last = i + n == tokens.size();
+        float* dst = all_logits ? out.data() + i * V : (last ? out.data() : nullptr);
+        m.run_chunk(tokens.data() + i, n, dst, all_logits);
+    }
+    return out;
+}
+
+}  // namespace bankml::model

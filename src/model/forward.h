@@ -1,0 +1,62 @@
+// The qwen3 forward pass on the CPU, with llama.cpp's bits: embedding row, then per layer RMS norm,
+// Q/K/V products, per-head RMS norm of Q and K, NEOX rotary embedding, flash attention over an f16
+// cache (grouped heads, causal), output product and residual; RMS norm, gated SiLU feed-forward and
+// residual; final norm and the output product (the output matrix or the tied token embedding).
+// Every product goes through the kernels one token column at a time (mat-vec) or several (a
+// prompt), with the same per-element arithmetic, so a token's logits do not depend on the batch or
+// the thread count. Weights stay in the mapped file.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/gguf.h"
+
+namespace bankml::model {
+
+struct ModelOptions {
+    int threads = 0;  // 0: Pool::from_env()
+    int ctx = 0;      // 0: min(file's, 4096)
+    bool kv_f32 = false;
+};
+
+// The dimensions of a qwen3 model, from its metadata and tensors.
+struct Hparams {
+    int n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0, n_vocab = 0;
+    int64_t n_ctx_train = 0;
+    float rms_eps = 1e-6f, rope_base = 10000.0f;
+    bool tied_output = false;
+    // Parameters of the matrices and norms (the count llama-bench prints).
+    int64_t n_params = 0;
+};
+
+class Model {
+public:
+    // Opens and checks a qwen3 GGUF: every tensor present with its shape and a supported type, else
+    // a bankml::Error naming the file and the tensor.
+    static std::unique_ptr<Model> open(const std::string& path, const ModelOptions& opt);
+    ~Model();
+
+    int n_vocab() const;
+    int n_ctx() const;
+    int n_past() const;
+    int threads() const;
+    const Hparams& hparams() const;
+    const gguf::File& file() const;
+    void reset();
+
+    // Runs tokens at positions n_past().., appending them to the cache. Returns the last token's
+    // logits (n_vocab floats), or with all_logits every token's (tokens.size() * n_vocab).
+    // Throws bankml::Error on a token id out of range or a full context.
+    std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false);
+
+    struct Impl;
+
+private:
+    explicit Model(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace bankml::model

@@ -1,0 +1,356 @@
+#include "model/ops.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/f16.h"
+#include "core/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define BANKML_OPS_X86 1
+#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
+#endif
+
+namespace bankml::model::ops {
+
+// Starts as the kernels' choice (CPU features and BANKML_KERNELS); tests may switch it off.
+static std::atomic<bool> g_fast{fast_kernels()};
+
+bool fast_paths() { return g_fast.load(std::memory_order_relaxed); }
+bool set_fast_paths(bool on) { return g_fast.exchange(on && fast_kernels()); }
+
+static inline float h2f(uint16_t h) { return f16_to_f32(h); }
+static inline uint16_t f2h(float f) { return f32_to_f16(f); }
+
+// ---------------------------------------------------------------- RMS norm
+
+void rms_norm_mul(const float* x, const float* w, float* y, size_t n, float eps) {
+    // ggml sums float squares into a double, one by one (no vectorisation without fast-math).
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)(int64_t)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    // The norm and llama.cpp's weight multiply are separate products (fused or not, the same bits).
+    for (size_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+
+// ---------------------------------------------------------------- rope
+
+Rope::Rope(int n_dims, float base) : n_dims_(n_dims), theta_scale_(powf(base, -2.0f / (float)n_dims)) {}
+
+void Rope::cache(int64_t pos, float* cs) const {
+    float theta = (float)pos;
+    for (int i = 0; i < n_dims_; i += 2) {
+        cs[i] = cosf(theta);
+        cs[i + 1] = sinf(theta);
+        theta *= theta_scale_;
+    }
+}
+
+void Rope::apply(float* head, const float* cs) const {
+    const int half = n_dims_ / 2;
+    for (int i = 0; i < half; i++) {
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float x0 = head[i], x1 = head[i + half];
+        // ggml's C++ is built with FMA contraction: GCC fuses the first product of each
+        // expression and rounds the second on its own.
+        head[i] = std::fma(x0, c, -(x1 * s));
+        head[i + half] = std::fma(x0, s, x1 * c);
+    }
+}
+
+// ---------------------------------------------------------------- SiLU
+
+static inline uint32_t fbits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+static inline float bitsf(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+float v_expf(float x) {
+    const float r = 0x1.8p23f;
+    const float z = std::fma(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));
+    const uint32_t e = fbits(z) << 23;
+    const float k = bitsf(e + fbits(1.0f));
+    const bool c = std::fabs(n) > 126.0f;
+    const float u = b * b;
+    const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                      std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                             u, 0x1.ffffecp-1f * b);
+    if (!c) return std::fma(k, j, k);
+    const uint32_t g = (n <= 0.0f) ? 0x82000000u : 0u;
+    const float s1 = bitsf(g + 0x7f000000u);
+    const float s2 = bitsf(e - g);
+    if (std::fabs(n) > 192.0f) return s1 * s1;
+    return std::fma(s2, j, s2) * s1;
+}
+
+float v_silu(float x) {
+    const float neg = 0.0f - x;
+    return x / (1.0f + v_expf(neg));
+}
+
+static void swiglu_ref(const float* gate, const float* up, float* y, size_t n) {
+    size_t i = 0;
+    for (; i + 7 < n; i += 8)
+        for (size_t l = 0; l < 8; l++) y[i + l] = v_silu(gate[i + l]) * up[i + l];
+    for (; i < n; i++) y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+#if BANKML_OPS_X86
+AVX2_FN static inline __m256 v_expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+    const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(_mm256_set1_ps(1))));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.f), n);
+    const __m256 c = _mm256_cmp_ps(absn, _mm256_set1_ps(126), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+    const __m256 plain = _mm256_fmadd_ps(k, j, k);
+    if (!_mm256_movemask_ps(c)) return plain;
+    const __m256i g = _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                                       _mm256_set1_epi32((int)0x82000000u));
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+    const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
+    const __m256 big = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+    return _mm256_blendv_ps(_mm256_blendv_ps(plain, big, c), _mm256_mul_ps(s1, s1), d);
+}
+
+AVX2_FN static void swiglu_avx2(const float* gate, const float* up, float* y, size_t n) {
+    size_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 7 < n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(gate + i);
+        const __m256 ex = v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(one, ex));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) y[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+#endif
+
+void swiglu(const float* gate, const float* up, float* y, size_t n) {
+#if BANKML_OPS_X86
+    if (fast_paths()) return swiglu_avx2(gate, up, y, n);
+#endif
+    swiglu_ref(gate, up, y, n);
+}
+
+// ---------------------------------------------------------------- f16 rows
+
+// The AVX reduction of four 8-lane accumulators: (0+2, 1+3), 0+1, halves, then two hadds.
+static inline float reduce_4x8(float acc[4][8]) {
+    float a[8], t[4];
+    for (int l = 0; l < 8; l++) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (int l = 0; l < 4; l++) t[l] = a[l] + a[l + 4];
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+static float dot_f16_ref(const uint16_t* x, const uint16_t* y, size_t n) {
+    const size_t np = n & ~(size_t)31;
+    float acc[4][8] = {};
+    for (size_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++) {
+                // Products of two halves are exact in f32, so ggml's FMA is a plain add here.
+                const size_t k = i + 8 * j + l;
+                acc[j][l] = std::fma(h2f(x[k]), h2f(y[k]), acc[j][l]);
+            }
+    double sum = reduce_4x8(acc);
+    for (size_t i = np; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));
+    return (float)sum;
+}
+
+static float dot_f32_ref(const float* x, const float* y, size_t n) {
+    const size_t np = n & ~(size_t)31;
+    float acc[4][8] = {};
+    for (size_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 8; l++) {
+                const size_t k = i + 8 * j + l;
+                acc[j][l] = std::fma(x[k], y[k], acc[j][l]);
+            }
+    float sum = reduce_4x8(acc);
+    for (size_t i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
+    return sum;
+}
+
+#if BANKML_OPS_X86
+AVX2_FN static inline float reduce_avx(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+    s0 = _mm256_add_ps(s0, s2);
+    s1 = _mm256_add_ps(s1, s3);
+    s0 = _mm256_add_ps(s0, s1);
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+AVX2_FN static inline __m256 load_h8(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+}
+
+AVX2_FN static float dot_f16_avx2(const uint16_t* x, const uint16_t* y, size_t n) {
+    const size_t np = n & ~(size_t)31;
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++) s[j] = _mm256_fmadd_ps(load_h8(x + i + 8 * j), load_h8(y + i + 8 * j), s[j]);
+    double sum = reduce_avx(s[0], s[1], s[2], s[3]);
+    for (size_t i = np; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));
+    return (float)sum;
+}
+
+AVX2_FN static float dot_f32_avx2(const float* x, const float* y, size_t n) {
+    const size_t np = n & ~(size_t)31;
+    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (size_t i = 0; i < np; i += 32)
+        for (int j = 0; j < 4; j++)
+            s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), s[j]);
+    float sum = reduce_avx(s[0], s[1], s[2], s[3]);
+    for (size_t i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
+    return sum;
+}
+
+AVX2_FN static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
+    size_t i = 0;
+    for (; i + 7 < n; i += 8)
+        _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f2h(x[i]);
+}
+#endif
+
+float dot_f16(const uint16_t* x, const uint16_t* y, size_t n) {
+#if BANKML_OPS_X86
+    if (fast_paths()) return dot_f16_avx2(x, y, n);
+#endif
+    return dot_f16_ref(x, y, n);
+}
+
+float dot_f32(const float* x, const float* y, size_t n) {
+#if BANKML_OPS_X86
+    if (fast_paths()) return dot_f32_avx2(x, y, n);
+#endif
+    return dot_f32_ref(x, y, n);
+}
+
+void round_f16(const float* x, uint16_t* y, size_t n) {
+#if BANKML_OPS_X86
+    if (fast_paths()) return round_f16_avx2(x, y, n);
+#endif
+    for (size_t i = 0; i < n; i++) y[i] = f2h(x[i]);
+}
+
+// ---------------------------------------------------------------- attention
+
+// ggml_vec_scale_f16 and ggml_vec_mad_f16 for rows whose length is a multiple of 32 (their SIMD
+// loops); ggml's scalar tails (y + x*v, contracted) are the same arithmetic element by element.
+static void scale_h_ref(uint16_t* y, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) y[i] = f2h(h2f(y[i]) * v);
+}
+static void mad_h_ref(uint16_t* y, const uint16_t* x, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) y[i] = f2h(std::fma(h2f(x[i]), v, h2f(y[i])));
+}
+
+#if BANKML_OPS_X86
+AVX2_FN static void scale_h_avx2(uint16_t* y, size_t n, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    size_t i = 0;
+    for (; i + 7 < n; i += 8)
+        _mm_storeu_si128((__m128i*)(y + i),
+                         _mm256_cvtps_ph(_mm256_mul_ps(load_h8(y + i), vv), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f2h(h2f(y[i]) * v);
+}
+AVX2_FN static void mad_h_avx2(uint16_t* y, const uint16_t* x, size_t n, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    size_t i = 0;
+    for (; i + 7 < n; i += 8)
+        _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(load_h8(x + i), vv, load_h8(y + i)),
+                                                            _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = f2h(std::fma(h2f(x[i]), v, h2f(y[i])));
+}
+#endif
+
+// The running sum of the softmax: S*ms + vs, fused as GCC compiles ggml's C++ (decided by the
+// oracle; when neither ms nor vs is 1 this never runs, so only the rescale step is affected).
+static inline float softmax_sum(float S, float ms, float vs) { return std::fma(S, ms, vs); }
+
+void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_kv, size_t d, float scale,
+                float* out, void* scratch) {
+    uint16_t* acc = (uint16_t*)scratch;
+    uint16_t* qh = acc + d;
+    const bool fast = fast_paths();
+    round_f16(q, qh, d);
+    std::memset(acc, 0, d * sizeof(uint16_t));
+    float S = 0.0f, M = -std::numeric_limits<float>::infinity();
+    for (size_t ic = 0; ic < n_kv; ic++) {
+        float s = dot_f16(k + ic * d, qh, d);
+        s = s * scale;
+        s += 0.0f;  // the causal mask's value for a visible position
+        const float Mold = M;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            M = s;
+            ms = expf(Mold - M);
+#if BANKML_OPS_X86
+            if (fast) scale_h_avx2(acc, d, ms); else
+#endif
+            scale_h_ref(acc, d, ms);
+        } else {
+            vs = expf(s - M);
+        }
+#if BANKML_OPS_X86
+        if (fast) mad_h_avx2(acc, v + ic * d, d, vs); else
+#endif
+        mad_h_ref(acc, v + ic * d, d, vs);
+        S = softmax_sum(S, ms, vs);
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (size_t i = 0; i < d; i++) out[i] = h2f(acc[i]) * inv;
+    (void)fast;
+}
+
+void attend_f32(const float* q, const float* k, const float* v, size_t n_kv, size_t d, float scale, float* out,
+                void* scratch) {
+    (void)scratch;
+    float* acc = out;
+    std::memset(acc, 0, d * sizeof(float));
+    float S = 0.0f, M = -std::numeric_limits<float>::infinity();
+    for (size_t ic = 0; ic < n_kv; ic++) {
+        float s = dot_f32(k + ic * d, q, d);
+        s = s * scale;
+        s += 0.0f;
+        const float Mold = M;
+        float ms = 1.0f, vs = 1.0f;
+        if (s > M) {
+            M = s;
+            ms = expf(Mold - M);
+            for (size_t i = 0; i < d; i++) acc[i] *= ms;
+        } else {
+            vs = expf(s - M);
+        }
+        const float* vr = v + ic * d;
+        for (size_t i = 0; i < d; i++) acc[i] = std::fma(vr[i], vs, acc[i]);
+        S = softmax_sum(S, ms, vs);
+    }
+    const float inv = S == 0.0f ? 0.0f : 1.0f / S;
+    for (size_t i = 0; i < d; i++) acc[i] *= inv;
+}
+
+}  // namespace bankml::model::ops

@@ -1,0 +1,88 @@
+#include "model/products.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/f16.h"
+#include "quant/blocks.h"
+#include "quant/matmul.h"
+#include "model/ops.h"
+
+namespace bankml::model {
+
+namespace {
+
+uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+bool quant_type(gguf::Type t, quant::WeightType& wt) {
+    switch (t) {
+        case gguf::Type::Q1_0: wt = quant::WeightType::Q1_0; return true;
+        case gguf::Type::Q2_0: wt = quant::WeightType::Q2_0; return true;
+        case gguf::Type::F16: wt = quant::WeightType::F16; return true;
+        default: return false;
+    }
+}
+
+}  // namespace
+
+bool product_type_supported(gguf::Type t) {
+    return t == gguf::Type::Q1_0 || t == gguf::Type::Q2_0 || t == gguf::Type::F16 || t == gguf::Type::F32;
+}
+
+void Products::mv(par::Pool& pool, const Matrix& w, const float* x, float* y) {
+    quant::WeightType wt;
+    if (!quant_type(w.type, wt)) return mm(pool, w, x, 1, y);
+    const size_t cols = (size_t)w.cols, ab = quant::act_bytes(wt, cols);
+    if (act_.size() < ab) act_.resize(ab);
+    quant::prepare_activations(wt, x, cols, 1, act_.data());
+    quant::mat_vec_par(pool, wt, w.data, (size_t)w.rows, cols, act_.data(), y);
+}
+
+void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y) {
+    const size_t cols = (size_t)w.cols, rows = (size_t)w.rows;
+    quant::WeightType wt;
+    if (quant_type(w.type, wt)) {
+        const size_t ab = quant::act_bytes(wt, cols);
+        if (act_.size() < ab * n) act_.resize(ab * n);
+        quant::prepare_activations(wt, x, cols, n, act_.data());
+        if (n == 1) quant::mat_vec_par(pool, wt, w.data, rows, cols, act_.data(), y);
+        else quant::mat_mat_par(pool, wt, w.data, rows, cols, act_.data(), n, y);
+        return;
+    }
+    // F32 weights (not a kernel type): ggml_vec_dot_f32's order, the column as it is.
+    pool.chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) {
+        for (size_t c = 0; c < n; c++)
+            for (size_t r = r0; r < r1; r++)
+                y[c * rows + r] = ops::dot_f32((const float*)(w.data + r * w.row_bytes), x + c * cols, cols);
+    });
+}
+
+void dequantize_row(const Matrix& w, int64_t row, float* out) {
+    const uint8_t* p = w.data + (size_t)row * w.row_bytes;
+    const size_t n = (size_t)w.cols;
+    switch (w.type) {
+        case gguf::Type::Q1_0:
+            for (size_t b = 0; b < n / 128; b++) {
+                const float d = f16_to_f32(rd16(p + 18 * b)), nd = -d;
+                for (int j = 0; j < 128; j++) out[128 * b + j] = ((p[18 * b + 2 + j / 8] >> (j % 8)) & 1) ? d : nd;
+            }
+            break;
+        case gguf::Type::Q2_0:
+            for (size_t b = 0; b < n / 64; b++) {
+                const float d = f16_to_f32(rd16(p + 18 * b));
+                for (int j = 0; j < 64; j++) {
+                    const int q = (p[18 * b + 2 + j / 4] >> ((j % 4) * 2)) & 3;
+                    out[64 * b + j] = (float)(q - 1) * d;
+                }
+            }
+            break;
+        case gguf::Type::F16:
+            for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(rd16(p + 2 * i));
+            break;
+        case gguf::Type::F32: std::memcpy(out, p, n * 4); break;
+        default: throw Error("dequantize_row: unsupported type");
+    }
+}
+
+}  // namespace bankml::model

@@ -1,0 +1,41 @@
+// The forward pass's matrix products, through the CPU kernels: a weight matrix (used in place in the
+// mapped file) times one activation column (decoding) or several (a prompt). Each output element
+// is the same arithmetic whatever the batch or the thread count: the column is quantized to the
+// matrix's dot type (Q8_0 for Q1_0/Q2_0, f16 for F16, as ggml's mul_mat does) and every row is one
+// dot product in ggml's order.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/gguf.h"
+#include "par/pool.h"
+
+namespace bankml::model {
+
+struct Matrix {
+    gguf::Type type = gguf::Type::F32;
+    int64_t rows = 0, cols = 0;
+    const uint8_t* data = nullptr;
+    size_t row_bytes = 0;
+};
+
+// Whether the products support a type (Q1_0, Q2_0, F16, F32).
+bool product_type_supported(gguf::Type t);
+
+// Reusable scratch for the quantized activations, so that products allocate nothing per token.
+class Products {
+public:
+    // y[rows] = W x (x: cols floats).
+    void mv(par::Pool& pool, const Matrix& w, const float* x, float* y);
+    // Y[c*rows + r] = row r of W times column c of X (X[c*cols + k]), for c < n.
+    void mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y);
+
+private:
+    std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
+};
+
+// Row `row` of a matrix as f32 (the embedding lookup: ggml's get_rows dequantizes it).
+void dequantize_row(const Matrix& w, int64_t row, float* out);
+
+}  // namespace bankml::model

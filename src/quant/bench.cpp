@@ -1,0 +1,278 @@
+// The kernel benchmark. "ggml-shaped" is bankml's own code written to follow the structure of
+// ggml's AVX2 Q1_0 dot (per row and column: expand the sign bits of each 32-weight sub-block to
+// bytes, make +-1 bytes, sign/maddubs/madd, convert both f16 scales per sub-block, fma), so that
+// ggml's speed is measured side by side on the same noisy machine; it is not ggml's code. For
+// Q2_0 ggml's x86 result is its generic C loop, which is our scalar reference.
+#pragma GCC optimize("fp-contract=off")
+#include "quant/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/kernels.h"
+#include "par/pool.h"
+#include "quant/matmul.h"
+#include "quant/q8_0.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace bankml::quant {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Microseconds per call of f: the best of five batches of about seconds/5 each (at least one call
+// per batch, after one warm-up call). The best batch is the one least disturbed by the other
+// processes on a shared machine.
+double time_us(double seconds, const std::function<void()>& f) {
+    f();
+    double best = 1e300;
+    for (int b = 0; b < 5; ++b) {
+        int n = 0;
+        auto t0 = Clock::now();
+        double el = 0;
+        do {
+            f();
+            ++n;
+            el = std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (el < seconds / 5);
+        best = std::min(best, el / n * 1e6);
+    }
+    return best;
+}
+
+// Two functions timed in alternating batches (best of five each), so that a ratio between them
+// sees the same machine load.
+std::pair<double, double> time_pair(double seconds, const std::function<void()>& fa, const std::function<void()>& fb) {
+    fa();
+    fb();
+    double best[2] = {1e300, 1e300};
+    for (int b = 0; b < 10; ++b) {
+        const auto& f = b % 2 ? fb : fa;
+        int n = 0;
+        auto t0 = Clock::now();
+        double el = 0;
+        do {
+            f();
+            ++n;
+            el = std::chrono::duration<double>(Clock::now() - t0).count();
+        } while (el < seconds / 5);
+        best[b % 2] = std::min(best[b % 2], el / n * 1e6);
+    }
+    return {best[0], best[1]};
+}
+
+#if defined(__x86_64__)
+#define TARGET __attribute__((target("avx2,fma,f16c")))
+TARGET float ggml_shaped_dot(size_t n, const BlockQ1_0* w, const BlockQ8_0* x) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                          3, 3, 3, 3, 3, 3);
+    const __m256i bitm = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL);
+    const __m256i ones = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t ib = 0; ib < n / QK1_0; ++ib) {
+        const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(w[ib].d));
+        __m256 ab = _mm256_setzero_ps();
+        for (int k = 0; k < 4; ++k) {
+            uint32_t b;
+            std::memcpy(&b, w[ib].qs + 4 * k, 4);
+            __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(int(b)), shuf);
+            __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(bytes, bitm), _mm256_set1_epi64x(-1));
+            __m256i pm = _mm256_or_si256(_mm256_andnot_si256(set, _mm256_set1_epi8(-1)), ones);  // -1 clear, +1 set
+            __m256i qy = _mm256_loadu_si256((const __m256i*)x[ib * 4 + k].qs);
+            __m256i dot = _mm256_maddubs_epi16(_mm256_sign_epi8(pm, pm), _mm256_sign_epi8(qy, pm));
+            __m256 s = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_set1_epi16(1), dot));
+            const __m256 d1 = _mm256_set1_ps(_cvtsh_ss(x[ib * 4 + k].d));
+            ab = k == 0 ? _mm256_mul_ps(d1, s) : _mm256_fmadd_ps(d1, s, ab);
+        }
+        acc = _mm256_fmadd_ps(d0, ab, acc);
+    }
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+#endif
+
+// The ggml-shaped baseline over a matrix: every (row, column) pair calls the dot, as ggml's
+// mul_mat does for Q1_0 (vec_dot with one row and one column at a time).
+void ggml_shaped_mat(par::Pool& pool, const BlockQ1_0* w, size_t rows, size_t cols, const BlockQ8_0* x, size_t ncols,
+                     float* y) {
+#if defined(__x86_64__)
+    const size_t nb = cols / QK1_0, nbx = cols / QK8_0;
+    pool.chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) {
+        for (size_t c = 0; c < ncols; ++c)
+            for (size_t r = r0; r < r1; ++r) y[c * rows + r] = ggml_shaped_dot(cols, w + r * nb, x + c * nbx);
+    });
+#else
+    mat_mat_par(pool, WeightType::Q1_0, w, rows, cols, x, ncols, y, Path::Reference);
+#endif
+}
+
+// DRAM read bandwidth on all threads: the floor under any weight-streaming kernel.
+double dram_gbps(par::Pool& pool) {
+    const size_t n = size_t(256) << 20 >> 3;  // 256 MiB of uint64
+    std::vector<uint64_t> buf(n, 1);
+    std::vector<uint64_t> sink(size_t(pool.threads()) * 8);
+    auto pass = [&] {
+        pool.chunks(n, n / size_t(pool.threads() * 8) + 1, [&](size_t i0, size_t i1) {
+            uint64_t a = 0, b = 0, c = 0, d = 0;
+            size_t i = i0;
+            for (; i + 4 <= i1; i += 4) a += buf[i], b += buf[i + 1], c += buf[i + 2], d += buf[i + 3];
+            for (; i < i1; ++i) a += buf[i];
+            sink[(i0 * 7) % sink.size()] += a + b + c + d;
+        });
+    };
+    double us = time_us(0.3, pass);
+    return double(n * 8) / (us * 1e-6) / 1e9;
+}
+
+struct Shape {
+    size_t rows, cols;
+    const char* model;
+};
+
+std::vector<uint8_t> random_weights(std::mt19937& g, WeightType t, size_t rows, size_t cols) {
+    std::vector<uint8_t> w(rows * row_bytes(t, cols));
+    for (auto& b : w) b = uint8_t(g());
+    if (t == WeightType::F16) {
+        auto* h = reinterpret_cast<uint16_t*>(w.data());
+        for (size_t i = 0; i < rows * cols; ++i) h[i] = uint16_t(0x3000 + g() % 0x800) | ((g() & 1) << 15);
+    } else {
+        for (size_t b = 0; b < w.size() / 18; ++b) {
+            uint16_t d = uint16_t(0x2000 + g() % 0x400);
+            std::memcpy(w.data() + b * 18, &d, 2);
+        }
+    }
+    return w;
+}
+
+std::vector<uint8_t> random_acts(std::mt19937& g, WeightType t, size_t cols, size_t ncols) {
+    std::normal_distribution<float> nd;
+    std::vector<float> x(cols * ncols);
+    for (auto& v : x) v = nd(g);
+    std::vector<uint8_t> a(act_bytes(t, cols) * ncols);
+    prepare_activations(t, x.data(), cols, ncols, a.data());
+    return a;
+}
+
+}  // namespace
+
+int bench_kernels(const KernelBenchOptions& opt) {
+    par::Pool one(1), all = par::Pool::from_env();
+    const int nt = all.threads();
+    const double s = opt.seconds;
+    std::mt19937 g(42);
+    std::printf("bankml bench kernels: cpu %s, kernels %s, %d threads, %.2f s per measurement\n",
+                cpu_features_string().c_str(), kernels_description().c_str(), nt, s);
+    std::printf("ggml-shaped = bankml's own AVX2 code with the structure of ggml's Q1_0 kernel (see bench.cpp)\n");
+    const double dram = dram_gbps(all);
+    std::printf("DRAM read floor: %.1f GB/s (%d threads, 256 MiB)\n\n", dram, nt);
+
+    std::vector<Shape> shapes = {{2048, 2048, "1.7B"}, {1024, 2048, "1.7B"}, {6144, 2048, "1.7B"}, {2048, 6144, "1.7B"}};
+    if (!opt.quick) {
+        shapes.push_back({4096, 4096, "8B"});
+        shapes.push_back({12288, 4096, "8B"});
+        shapes.push_back({4096, 12288, "8B"});
+    }
+    auto gbps = [](size_t bytes, double us) { return double(bytes) / (us * 1e-6) / 1e9; };
+
+    std::printf("Q1_0 mat_vec (one column, decode), us per call [GB/s of weights]\n");
+    std::printf("%-5s %-12s %11s %18s %18s %18s %18s %9s %11s\n", "model", "rows x cols", "reference 1t",
+                "ggml-shaped 1t", "fast 1t", "ggml-shaped all", "fast all", "fast/ggml", "DRAM floor");
+    for (const Shape& sh : shapes) {
+        const WeightType t = WeightType::Q1_0;
+        auto w = random_weights(g, t, sh.rows, sh.cols);
+        auto x = random_acts(g, t, sh.cols, 1);
+        std::vector<float> y(sh.rows);
+        const size_t bytes = w.size();
+        const auto* wq = reinterpret_cast<const BlockQ1_0*>(w.data());
+        const auto* xq = reinterpret_cast<const BlockQ8_0*>(x.data());
+        double ref = time_us(s / 3, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data(), Path::Reference); });
+        auto [gg1, f1] = time_pair(s, [&] { ggml_shaped_mat(one, wq, sh.rows, sh.cols, xq, 1, y.data()); },
+                                   [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        auto [ggn, fn] = time_pair(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, 1, y.data()); },
+                                   [&] { mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        char b[5][48];
+        double us[5] = {ref, gg1, f1, ggn, fn};
+        for (int i = 0; i < 5; ++i) std::snprintf(b[i], sizeof b[i], "%.1f [%.1f]", us[i], gbps(bytes, us[i]));
+        std::printf("%-5s %5zux%-6zu %11s %18s %18s %18s %18s %8.2fx %9.1fus\n", sh.model, sh.rows, sh.cols, b[0], b[1],
+                    b[2], b[3], b[4], ggn / fn, double(bytes) / (dram * 1e3));
+    }
+
+    std::printf("\nQ2_0 mat_vec (one column), us per call [GB/s of weights]; ggml's x86 Q2_0 is the scalar loop\n");
+    std::printf("%-5s %-12s %18s %18s %18s %18s %12s\n", "model", "rows x cols", "reference 1t", "fast 1t",
+                "reference all", "fast all", "fast/scalar");
+    for (const Shape& sh : shapes) {
+        const WeightType t = WeightType::Q2_0;
+        auto w = random_weights(g, t, sh.rows, sh.cols);
+        auto x = random_acts(g, t, sh.cols, 1);
+        std::vector<float> y(sh.rows);
+        double ref = time_us(s / 3, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data(), Path::Reference); });
+        double f1 = time_us(s, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        double refn = time_us(s / 3, [&] {
+            mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data(), Path::Reference);
+        });
+        double fn = time_us(s, [&] { mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        char b[4][48];
+        double us[4] = {ref, f1, refn, fn};
+        for (int i = 0; i < 4; ++i) std::snprintf(b[i], sizeof b[i], "%.1f [%.1f]", us[i], gbps(w.size(), us[i]));
+        std::printf("%-5s %5zux%-6zu %18s %18s %18s %18s %11.1fx\n", sh.model, sh.rows, sh.cols, b[0], b[1], b[2], b[3],
+                    refn / fn);
+    }
+
+    std::printf("\nF16 mat_vec (one column), us per call [GB/s of weights]\n");
+    {
+        const Shape sh = {2048, 2048, "1.7B"};
+        const WeightType t = WeightType::F16;
+        auto w = random_weights(g, t, sh.rows, sh.cols);
+        auto x = random_acts(g, t, sh.cols, 1);
+        std::vector<float> y(sh.rows);
+        double ref = time_us(s / 3, [&] { mat_vec(t, w.data(), sh.rows, sh.cols, x.data(), y.data(), Path::Reference); });
+        double fn = time_us(s, [&] { mat_vec_par(all, t, w.data(), sh.rows, sh.cols, x.data(), y.data()); });
+        std::printf("%-5s %5zux%-6zu reference 1t %.1f [%.1f]   fast all %.1f [%.1f]\n", sh.model, sh.rows, sh.cols, ref,
+                    gbps(w.size(), ref), fn, gbps(w.size(), fn));
+    }
+
+    std::printf("\nmat_mat on all threads (prompt), us per column; ggml-shaped = one dot per (row, column)\n");
+    std::printf("%-5s %-12s %-5s %9s %14s %12s %9s %14s %12s\n", "model", "rows x cols", "cols", "Q1_0", "ggml-shaped",
+                "fast", "fast/ggml", "Q2_0 scalar", "Q2_0 fast");
+    for (const Shape& sh : {Shape{2048, 2048, "1.7B"}, Shape{6144, 2048, "1.7B"}})
+        for (size_t nc : {size_t(1), size_t(8), size_t(64)}) {
+            auto w1 = random_weights(g, WeightType::Q1_0, sh.rows, sh.cols);
+            auto w2 = random_weights(g, WeightType::Q2_0, sh.rows, sh.cols);
+            auto x = random_acts(g, WeightType::Q1_0, sh.cols, nc);
+            std::vector<float> y(sh.rows * nc);
+            const auto* wq = reinterpret_cast<const BlockQ1_0*>(w1.data());
+            const auto* xq = reinterpret_cast<const BlockQ8_0*>(x.data());
+            auto [gg, f] = time_pair(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, nc, y.data()); },
+                                     [&] { mat_mat_par(all, WeightType::Q1_0, w1.data(), sh.rows, sh.cols, x.data(), nc, y.data()); });
+            gg /= double(nc);
+            f /= double(nc);
+            double r2 = nc > 8 ? 0.0 : time_us(s / 3, [&] {
+                mat_mat_par(all, WeightType::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data(), Path::Reference);
+            }) / double(nc);
+            double f2 = time_us(s, [&] {
+                mat_mat_par(all, WeightType::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data());
+            }) / double(nc);
+            char r2s[32];
+            if (nc > 8) std::snprintf(r2s, sizeof r2s, "(skipped)");
+            else std::snprintf(r2s, sizeof r2s, "%.1f", r2);
+            std::printf("%-5s %5zux%-6zu %-5zu %9s %14.1f %12.1f %8.2fx %14s %12.1f\n", sh.model, sh.rows, sh.cols, nc, "",
+                        gg, f, gg / f, r2s, f2);
+        }
+    return 0;
+}
+
+}  // namespace bankml::quant

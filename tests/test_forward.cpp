@@ -1,0 +1,269 @@
+// The forward pass against llama.cpp's own outputs on the tiny models (tests/data/tiny-greedy.txt,
+// tiny-*-logits-A.f32): greedy tokens, top-5 ids, logits bit for bit (Q1_0, Q2_0) or within 1e-2
+// (F16), and the same bits at 1, 2, 3 threads and for a prompt in one batch or token by token.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "model/forward.h"
+#include "model/ops.h"
+#include "test.h"
+
+using namespace bankml;
+using model::Model;
+using model::ModelOptions;
+
+namespace {
+
+struct GreedyCase {
+    std::string model;
+    std::vector<int32_t> prompt;
+    std::vector<std::pair<int32_t, float>> top5;
+    std::vector<int32_t> greedy;
+};
+
+std::vector<GreedyCase> read_greedy() {
+    std::ifstream in(bt::data_path("tiny-greedy.txt"));
+    std::vector<GreedyCase> cases;
+    std::string line;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string key;
+        ls >> key;
+        if (key == "model") {
+            cases.emplace_back();
+            ls >> cases.back().model;
+        } else if (key == "prompt") {
+            for (int32_t v; ls >> v;) cases.back().prompt.push_back(v);
+        } else if (key == "top5") {
+            for (std::string p; ls >> p;) {
+                auto c = p.find(':');
+                cases.back().top5.push_back({std::stoi(p.substr(0, c)), std::stof(p.substr(c + 1))});
+            }
+        } else if (key == "greedy") {
+            for (int32_t v; ls >> v;) cases.back().greedy.push_back(v);
+        }
+    }
+    return cases;
+}
+
+int32_t argmax(const float* l, size_t n) { return (int32_t)(std::max_element(l, l + n) - l); }
+
+std::vector<float> read_f32(const std::string& name) {
+    auto b = bt::read_file(bt::data_path(name));
+    std::vector<float> v(b.size() / 4);
+    std::memcpy(v.data(), b.data(), v.size() * 4);
+    return v;
+}
+
+std::unique_ptr<Model> open_tiny(const std::string& name, int threads = 1, bool kv_f32 = false) {
+    ModelOptions o;
+    o.threads = threads;
+    o.ctx = 256;
+    o.kv_f32 = kv_f32;
+    return Model::open(bt::data_path(name), o);
+}
+
+const std::vector<int32_t> PROMPT_A = {1, 2, 3, 4, 5, 6, 7, 8};
+
+// How many logits differ in bits, and the largest difference.
+std::pair<size_t, double> compare(const std::vector<float>& a, const std::vector<float>& b) {
+    size_t diff = 0;
+    double mx = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        if (std::memcmp(&a[i], &b[i], 4)) diff++;
+        mx = std::max(mx, std::fabs((double)a[i] - (double)b[i]));
+    }
+    return {diff, mx};
+}
+
+}  // namespace
+
+TEST(forward_logits_A_bit_identical_to_llama_cpp_q1_0_q2_0) {
+    for (const char* ty : {"q1_0", "q2_0"}) {
+        auto m = open_tiny(std::string("tiny-") + ty + ".gguf");
+        auto got = m->eval(PROMPT_A);
+        auto want = read_f32(std::string("tiny-") + ty + "-logits-A.f32");
+        REQUIRE_EQ(got.size(), want.size());
+        auto [diff, mx] = compare(got, want);
+        if (diff) std::fprintf(stderr, "  %s: %zu of %zu logits differ, max |d| %.3g\n", ty, diff, got.size(), mx);
+        CHECK_EQ(diff, (size_t)0);
+    }
+}
+// Greedy continuation as llama.cpp runs it: the prompt in one batch, then one token at a time.
+std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt, size_t n, std::vector<float>* first) {
+    m.reset();
+    auto l = m.eval(prompt);
+    if (first) *first = l;
+    std::vector<int32_t> out;
+    for (size_t i = 0; i < n; i++) {
+        const int32_t t = argmax(l.data(), l.size());
+        out.push_back(t);
+        if (i + 1 < n) l = m.eval(std::span<const int32_t>(&t, 1));
+    }
+    return out;
+}
+
+TEST(forward_six_greedy_runs_give_llama_cpp_tokens_and_top5) {
+    auto cases = read_greedy();
+    REQUIRE_EQ(cases.size(), (size_t)6);
+    for (const auto& c : cases) {
+        auto m = open_tiny(c.model);
+        std::vector<float> first;
+        auto got = greedy(*m, c.prompt, c.greedy.size(), &first);
+        size_t same = 0;
+        while (same < got.size() && got[same] == c.greedy[same]) same++;
+        if (same != got.size())
+            std::fprintf(stderr, "  %s prompt of %zu: first %zu of %zu tokens agree\n", c.model.c_str(), c.prompt.size(),
+                         same, got.size());
+        CHECK_EQ(same, c.greedy.size());
+        // Top 5 at the prompt's last position: ids in order, values as printed (9 significant digits).
+        std::vector<int32_t> idx(first.size());
+        for (size_t i = 0; i < idx.size(); i++) idx[i] = (int32_t)i;
+        std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(), [&](int32_t a, int32_t b) { return first[a] > first[b]; });
+        for (size_t i = 0; i < 5; i++) {
+            CHECK_EQ(idx[i], c.top5[i].first);
+            const float tol = c.model.find("f16") != std::string::npos ? 1e-2f : 1e-5f * std::fabs(c.top5[i].second);
+            CHECK_NEAR(first[(size_t)idx[i]], c.top5[i].second, tol);
+        }
+    }
+}
+
+TEST(forward_f16_logits_A_within_1e_2_of_llama_cpp) {
+    auto m = open_tiny("tiny-f16.gguf");
+    auto got = m->eval(PROMPT_A);
+    auto want = read_f32("tiny-f16-logits-A.f32");
+    REQUIRE_EQ(got.size(), want.size());
+    auto [diff, mx] = compare(got, want);
+    std::fprintf(stderr, "  f16: %zu of %zu logits differ in bits, max |d| %.3g\n", diff, got.size(), mx);
+    CHECK_LE(mx, 1e-2);
+    CHECK_EQ(argmax(got.data(), got.size()), argmax(want.data(), want.size()));
+}
+
+// A 37-token prompt (the oracle's second) and 6 generated tokens, with every position's logits.
+std::vector<float> all_positions(Model& m, bool one_batch) {
+    const std::vector<int32_t> p = {17, 300, 5, 999, 42, 42, 42, 7, 128, 256, 511, 1000, 3, 77, 640, 12, 18, 900, 451,
+                                    2, 8, 16, 32, 64, 128, 256, 512, 1019, 33, 34, 35, 36, 500, 600, 700, 800, 901};
+    m.reset();
+    if (one_batch) return m.eval(p, true);
+    std::vector<float> out;
+    for (int32_t t : p) {
+        auto l = m.eval(std::span<const int32_t>(&t, 1), true);
+        out.insert(out.end(), l.begin(), l.end());
+    }
+    return out;
+}
+
+TEST(forward_same_bits_at_1_2_3_threads_and_batch_or_token_by_token) {
+    for (const char* name : {"tiny-q1_0.gguf", "tiny-q2_0.gguf", "tiny-f16.gguf"}) {
+        std::vector<float> ref;
+        for (int threads : {1, 2, 3}) {
+            for (bool kv32 : {false, true}) {
+                auto m = open_tiny(name, threads, kv32);
+                auto batch = all_positions(*m, true);
+                auto single = all_positions(*m, false);
+                CHECK(batch == single);  // same values; the memcmp below covers the bits
+                CHECK_EQ(compare(batch, single).first, (size_t)0);
+                if (kv32) continue;
+                if (ref.empty()) ref = batch;
+                CHECK_EQ(compare(ref, batch).first, (size_t)0);
+                // The last-token-only path gives the last row of all_logits.
+                m->reset();
+                auto p = std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8};
+                auto last = m->eval(p);
+                m->reset();
+                auto every = m->eval(p, true);
+                CHECK_EQ(std::memcmp(last.data(), every.data() + 7 * last.size(), last.size() * 4), 0);
+            }
+        }
+    }
+}
+
+TEST(forward_f32_cache_close_to_f16_cache) {
+    auto a = open_tiny("tiny-q1_0.gguf", 1, false), b = open_tiny("tiny-q1_0.gguf", 1, true);
+    auto la = a->eval(PROMPT_A), lb = b->eval(PROMPT_A);
+    auto [diff, mx] = compare(la, lb);
+    CHECK_GT(diff, (size_t)0);  // the cache's precision is visible...
+    CHECK_LT(mx, 0.5);          // ...but small against logits of order 10
+}
+
+TEST(forward_errors_token_out_of_range_full_context_bad_files) {
+    auto m = open_tiny("tiny-q1_0.gguf");
+    std::vector<int32_t> bad = {1, 1024};
+    CHECK_THROWS(m->eval(bad), "token id 1024 at index 1 is out of range [0, 1024)");
+    std::vector<int32_t> neg = {-1};
+    CHECK_THROWS(m->eval(neg), "token id -1");
+    CHECK_EQ(m->n_past(), 0);
+    ModelOptions o;
+    o.threads = 1;
+    o.ctx = 8;
+    auto small = Model::open(bt::data_path("tiny-q1_0.gguf"), o);
+    std::vector<int32_t> nine(9, 5);
+    CHECK_THROWS(small->eval(nine), "context full: 0 cached + 9 new tokens exceed the context of 8");
+    small->eval(std::vector<int32_t>(8, 5));
+    CHECK_THROWS(small->eval(std::vector<int32_t>{5}), "context full");
+    CHECK_THROWS(Model::open("/nonexistent/x.gguf", o), "/nonexistent/x.gguf");
+    CHECK_THROWS(Model::open(bt::data_path("qwen3-vocab.gguf"), o), "missing");
+}
+
+TEST(forward_cli_run_prints_llama_cpp_tokens_and_clear_errors) {
+    const std::string bin = bt::bankml_bin(), q1 = bt::data_path("tiny-q1_0.gguf");
+    auto cases = read_greedy();
+    REQUIRE(!cases.empty());
+    auto r = bt::run_cmd(bin + " run -m " + q1 + " --tokens 1,2,3,4,5,6,7,8 -n 64 -t 2");
+    CHECK_EQ(r.code, 0);
+    std::string want;
+    for (size_t i = 0; i < cases[0].greedy.size(); i++) want += (i ? " " : "") + std::to_string(cases[0].greedy[i]);
+    CHECK_EQ(r.out, want + "\n");
+    // The scalar references everywhere (kernels and ops) give the same tokens.
+    auto s = bt::run_cmd("BANKML_KERNELS=scalar " + bin + " run -m " + q1 + " --tokens 1,2,3,4,5,6,7,8 -n 64 -t 3");
+    CHECK_EQ(s.code, 0);
+    CHECK_EQ(s.out, want + "\n");
+    auto j = bt::run_cmd(bin + " run -m " + q1 + " --tokens 1,2,3,4,5,6,7,8 -n 3 --json --kv f32");
+    CHECK_EQ(j.code, 0);
+    CHECK(j.out.find("\"prompt\": [1, 2, 3, 4, 5, 6, 7, 8]") != std::string::npos);
+    CHECK(j.out.find("\"tokens\": [") != std::string::npos);
+    CHECK(j.out.find("\"decode_tokens_per_s\"") != std::string::npos);
+    struct Bad { std::string args; int code; const char* msg; };
+    const Bad bad[] = {
+        {"-m " + q1 + " --tokens 1,1024", 1, "token id 1024 at index 1 is out of range [0, 1024)"},
+        {"-m " + q1 + " --tokens 1,2,3 -c 2", 1, "the prompt has 3 tokens, more than the context of 2"},
+        {"-m /nonexistent.gguf --tokens 1", 1, "/nonexistent.gguf"},
+        {"-m " + q1 + " --tokens 1,x", 2, "--tokens wants a comma list"},
+        {"-m " + q1 + " --tokens 1 --kv q8", 2, "--kv wants f16 or f32"},
+        {"--tokens 1", 2, "-m FILE is required"},
+    };
+    for (const auto& b : bad) {
+        auto e = bt::run_cmd(bin + " run " + b.args);
+        CHECK_EQ(e.code, b.code);
+        CHECK(e.out.empty());
+        CHECK_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1);
+        if (!CHECK(e.err.find(b.msg) != std::string::npos)) std::fprintf(stderr, "  stderr: %s", e.err.c_str());
+    }
+}
+
+TEST(forward_cli_bench_prints_llama_bench_table) {
+    const std::string bin = bt::bankml_bin();
+    auto r = bt::run_cmd(bin + " bench -m " + bt::data_path("tiny-q2_0.gguf") + " -p 8 -n 4 -t 1,2 -r 2");
+    CHECK_EQ(r.code, 0);
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    REQUIRE_EQ(lines.size(), (size_t)6);
+    CHECK_EQ(lines[0], "| model                          |       size |     params | backend    | threads |            test |                  t/s |");
+    CHECK(lines[2].find("| qwen3 ?B Q2_0 ") == 0);
+    CHECK(lines[2].find("|       1 |             pp8 |") != std::string::npos);
+    CHECK(lines[3].find("|       1 |             tg4 |") != std::string::npos);
+    CHECK(lines[5].find("|       2 |             tg4 |") != std::string::npos);
+    CHECK(lines[5].find(" ± ") != std::string::npos);
+    auto j = bt::run_cmd(bin + " bench --shape tiny --type q1_0 -p 4 -n 2 -t 1 -r 1 --json");
+    CHECK_EQ(j.code, 0);
+    CHECK(j.out.find("\"test\": \"pp4\"") != std::string::npos);
+    CHECK(j.out.find("\"test\": \"tg2\"") != std::string::npos);
+    auto u = bt::run_cmd(bin + " bench --shape 3b");
+    CHECK_EQ(u.code, 2);
+}

@@ -1,0 +1,223 @@
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "cmd/gpu_verify.h"
+#include "core/error.h"
+#include "gpu/compute.h"
+#include "gpu/fma_exact.h"
+#include "gpu/kernels.h"
+#include "gpu/spirv.h"
+#include "quant/dot.h"
+#include "test.h"
+
+using namespace bankml::gpu;
+
+// The card these tests use: the first integrated or discrete one, else a software renderer
+// (lavapipe), which the tests allow so that every machine runs the whole path. Validation layers
+// are switched on for the whole run where they are installed (BANKML_GPU_VALIDATION=1 before the
+// first Vulkan call of the process).
+static Gpu* test_gpu() {
+    static bool tried = false;
+    static std::unique_ptr<Gpu> g;
+    static std::string why;
+    if (!tried) {
+        tried = true;
+        // Set only for compute's first instance: child processes of later tests must not inherit it.
+        bool set = !std::getenv("BANKML_GPU_VALIDATION");
+        if (set) setenv("BANKML_GPU_VALIDATION", "1", 1);
+        try {
+            auto devs = Gpu::devices();
+            if (set) unsetenv("BANKML_GPU_VALIDATION");
+            const PhysicalDevice* pick = nullptr;
+            for (const char* type : {"discrete", "integrated", "cpu"})
+                for (auto& d : devs)
+                    if (!pick && d.type == type) pick = &d;
+            if (pick) g = std::make_unique<Gpu>(Gpu::open(pick->index));
+            else why = "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)";
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+        if (set) unsetenv("BANKML_GPU_VALIDATION");
+    }
+    if (!g) SKIP(why);
+    return g.get();
+}
+
+static uint32_t fbits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
+
+TEST(pack_q1_0_is_block_major_and_exact) {
+    // 2 rows × 256: scales 1.0, -2.0, 0.5, 65504 (f16 0x3C00, 0xC000, 0x3800, 0x7BFF).
+    std::vector<uint8_t> w(2 * 2 * 18, 0);
+    uint16_t h[4] = {0x3C00, 0xC000, 0x3800, 0x7BFF};
+    for (int blk = 0; blk < 4; ++blk) {
+        w[blk * 18] = uint8_t(h[blk]), w[blk * 18 + 1] = uint8_t(h[blk] >> 8);
+        for (int k = 0; k < 16; ++k) w[blk * 18 + 2 + k] = uint8_t(blk * 16 + k);
+    }
+    auto p = kernels::pack_q1_0(w, 2, 256);
+    CHECK_EQ(p.scales, (std::vector<float>{1.0f, 0.5f, -2.0f, 65504.0f}));  // (b=0,r=0),(b=0,r=1),(b=1,r=0),(b=1,r=1)
+    REQUIRE_EQ(p.bits.size(), 16u);
+    CHECK_EQ(p.bits[4], 0x23222120u);  // block 0 of row 1 (source block 2), word 0
+    CHECK_EQ(p.bits[8 + 3], 0x1F1E1D1Cu);  // block 1 of row 0 (source block 1), word 3
+    CHECK_THROWS(kernels::pack_q1_0(w, 3, 256), "pack_q1_0");
+    CHECK_THROWS(kernels::pack_q1_0(w, 2, 200), "multiple of 128");
+}
+
+TEST(gpu_buffers_round_trip_and_misuse_is_an_error) {
+    Gpu* g = test_gpu();
+    uint64_t before = g->allocated();
+    std::vector<float> v{1.5f, -2.0f, 3.25f};
+    Buffer b = g->upload<float>(v);
+    CHECK_EQ(g->allocated(), before + 12);
+    CHECK_EQ(g->read_f32(b, 3), v);
+    CHECK_THROWS(g->read_f32(b, 4), "read_f32");
+    CHECK_THROWS(g->wait(), "no submission in flight");
+    CHECK_THROWS(g->buffer(0), "at least one byte");
+    g->free(b);
+    CHECK_EQ(g->allocated(), before);
+    CHECK_THROWS(g->read_f32(b, 1), "not live");
+    CHECK_THROWS(g->pipeline(std::vector<uint32_t>{}, 1, 0), "empty");  // drivers do not validate SPIR-V: never hand them junk
+}
+
+TEST(gpu_q1_0_mat_vec_bit_exact) {
+    Gpu* g = test_gpu();
+    kernels::VerifyOptions opt;
+    opt.full = false;
+    auto lines = kernels::verify_q1_0(*g, opt);
+    CHECK_EQ(lines.size(), 6u);
+    for (auto& l : lines) CHECK(l.find("rows bit-exact") != std::string::npos);
+    // And directly: a shape that is not a multiple of a workgroup, against the CPU kernel.
+    size_t rows = 77, n = 384;
+    std::mt19937_64 rng(7);
+    std::vector<uint8_t> w(rows * n / 128 * 18), q8(n / 32 * 34);
+    for (auto& x : w) x = uint8_t(rng());
+    for (auto& x : q8) x = uint8_t(rng());
+    for (size_t i = 0; i < w.size(); i += 18) w[i + 1] = uint8_t(0x20 + rng() % 16);  // scales about 2^-6
+    for (size_t i = 0; i < q8.size(); i += 34) q8[i + 1] = uint8_t(0x1C + rng() % 8);
+    auto pw = kernels::pack_q1_0(w, rows, n);
+    auto pa = kernels::pack_act(q8, n);
+    Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
+    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.quants), out = g->buffer(rows * 4 + 64);
+    const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
+    uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
+    for (int k = 0; k < 2; ++k) {
+        Pipeline p = g->pipeline(k ? kernels::q1_0_mat_vec8() : kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, 8);
+        std::vector<float> sentinel(rows + 16, -7.0f);
+        g->write<float>(out, sentinel);
+        g->submit(p, bufs, push, k ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows));
+        CHECK_THROWS(g->submit(p, bufs, push, 1), "already in flight");
+        g->wait();
+        auto got = g->read_f32(out, rows + 16);
+        for (size_t r = 0; r < rows; ++r)
+            CHECK_EQ(fbits(got[r]), fbits(bankml::quant::vec_dot_q1_0_ref(n, reinterpret_cast<const bankml::quant::BlockQ1_0*>(&w[r * n / 128 * 18]), reinterpret_cast<const bankml::quant::BlockQ8_0*>(q8.data()))));
+        for (size_t r = rows; r < rows + 16; ++r) CHECK_EQ(got[r], -7.0f);  // nothing past the last row
+    }
+    for (Buffer* b : {&bs, &bb, &as, &aq, &out}) g->free(*b);
+}
+
+TEST(verification_fails_closed) {
+    Gpu* g = test_gpu();
+    kernels::VerifyOptions opt;
+    opt.full = false;
+    opt.corrupt = [](std::vector<float>& out) {
+        if (out.size() > 5) out[5] = std::nextafter(out[5], INFINITY);  // one ulp on one row
+    };
+    try {
+        kernels::verify_q1_0(*g, opt);
+        CHECK(!"verify_q1_0 accepted a card whose output differs in one row");
+    } catch (const bankml::Error& e) {
+        CHECK(std::string(e.what()).find("row 5 differs") != std::string::npos);
+        CHECK_EQ(e.code, 2);
+    }
+}
+
+// fma_exact's sequence on the card against std::fma: the shader computes out = fma_exact(a, b, c).
+TEST(fma_exact_on_the_card) {
+    Gpu* g = test_gpu();
+    namespace sp = bankml::gpu::spirv;
+    sp::Module m;
+    uint32_t f = m.t_f32(), u = m.t_u32(), bl = m.t_bool();
+    uint32_t ba = m.storage_buffer(f, 0, true, "a"), bb = m.storage_buffer(f, 1, true, "b");
+    uint32_t bc = m.storage_buffer(f, 2, true, "c"), bo = m.storage_buffer(f, 3, false, "out");
+    uint32_t gid = m.builtin_u32x3(sp::BuiltInGlobalInvocationId);
+    m.entry_point(64);
+    m.begin_main();
+    uint32_t i = m.builtin_x(gid);
+    uint32_t r = m.fma_exact({f, u, bl}, m.load_elem(f, ba, i), m.load_elem(f, bb, i), m.load_elem(f, bc, i),
+                             m.c_u32(0xFFFFF000u), m.c_u32(1), m.c_u32(0), m.c_f32(0.0f));
+    m.store_elem(f, bo, i, r);
+    m.end_main();
+    Pipeline p = g->pipeline(m.words(), 4, 0);
+    const size_t n = 1 << 18;
+    std::mt19937_64 rng(11);
+    std::vector<float> a(n), b(n), c(n);
+    for (size_t k = 0; k < n; ++k) {
+        uint32_t ea = uint32_t(100 + rng() % 50), eb = uint32_t(100 + rng() % 50);
+        uint32_t ab = (uint32_t(rng()) & 0x807FF000u) | ea << 23, bbits = (uint32_t(rng()) & 0x807FFFFFu) | eb << 23;
+        std::memcpy(&a[k], &ab, 4);
+        std::memcpy(&b[k], &bbits, 4);
+        float prod = a[k] * b[k];
+        c[k] = k % 3 == 0 ? -prod : std::ldexp(prod, int(rng() % 40) - 20) * (rng() & 1 ? 1.0f : -1.0f);
+        if (k % 5 == 0) { uint32_t cb = fbits(c[k]) ^ uint32_t(rng() % 4); std::memcpy(&c[k], &cb, 4); }
+    }
+    Buffer A = g->upload<float>(a), B = g->upload<float>(b), C = g->upload<float>(c), O = g->buffer(n * 4);
+    const Buffer* bufs[] = {&A, &B, &C, &O};
+    g->run(p, bufs, {}, uint32_t(n / 64));
+    auto got = g->read_f32(O, n);
+    size_t bad = 0;
+    for (size_t k = 0; k < n; ++k) bad += fbits(got[k]) != fbits(std::fma(a[k], b[k], c[k]));
+    CHECK_EQ(bad, 0u);
+    for (Buffer* x : {&A, &B, &C, &O}) g->free(*x);
+}
+
+TEST(gpu_verify_command_lines_and_dump_spirv) {
+    std::string dir = bt::temp_dir();
+    auto r = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " gpu --verify");
+    if (r.out.find("unknown") != std::string::npos || r.err.find("unknown") != std::string::npos)
+        SKIP("bankml gpu --verify is not wired into src/cmd/gpu.cpp yet");
+    CHECK_EQ(r.code, 0);
+    CHECK_EQ(r.out, "bankml gpu --verify: no usable GPU found; bankml runs on the CPU\n");
+    auto d = bt::run_cmd(bt::bankml_bin() + " gpu --dump-spirv " + dir + "/spv");
+    CHECK_EQ(d.code, 0);
+    CHECK_EQ(bt::read_file(dir + "/spv/q1_0_mat_vec8.spv").size(), kernels::q1_0_mat_vec8().size() * 4);
+    // On lavapipe (allowed for the test) the full oracle passes, and a corrupted row is refused.
+    bool lavapipe = false;
+    for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
+    if (!lavapipe) SKIP("no software renderer here to run the full --verify on");
+    auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 " + bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(ok.code, 0);
+    CHECK(ok.out.find("q1_0_mat_vec8 12288×4096 random: 12288 of 12288 rows bit-exact") != std::string::npos);
+    CHECK(ok.out.find("q1_0_mat_vec 2048×12288 layer: 2048 of 2048 rows bit-exact") != std::string::npos);
+    CHECK(ok.out.find("verified: bankml may use this card") != std::string::npos);
+    auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_CORRUPT_ROW=3 " + bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(bad.code, 2);
+    CHECK(bad.out.find("NOT VERIFIED — q1_0_mat_vec 64×128 random: row 3 differs") != std::string::npos);
+    CHECK(bad.out.find("; bankml will not use this card\n") != std::string::npos);
+}
+
+// Runs last in this file: every Vulkan call of the tests above went through the validation layers.
+TEST(vulkan_validation_reports_nothing) {
+    Gpu* g = test_gpu();
+    (void)g;
+    if (!Gpu::validation_enabled()) SKIP("VK_LAYER_KHRONOS_validation is not installed (or the GPU tests were not first to use Vulkan)");
+    auto msgs = Gpu::validation_messages();
+    for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
+    CHECK_EQ(msgs.size(), 0u);
+}
+
+TEST(bench_gpu_quick_runs_on_lavapipe) {
+    bool lavapipe = false;
+    for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
+    if (!lavapipe) SKIP("no software renderer here to run the benchmark on");
+    auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
+    CHECK_EQ(r.code, 0);
+    CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
+    CHECK(r.out.find("device copy 8 MiB") != std::string::npos);
+    CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
+    CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
+    CHECK(r.out.find("DIFFER") == std::string::npos);  // the benchmark's results are the CPU's bits too
+    auto none = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " bench gpu --quick");
+    CHECK_EQ(none.code, 0);
+    CHECK(none.out.find("no usable GPU found") != std::string::npos);
+}

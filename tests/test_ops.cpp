@@ -1,0 +1,220 @@
+// The forward pass's non-product operations: each against straightforward math (within the
+// tolerance its f16 or approximation steps allow), and each AVX2 path against its scalar reference,
+// bit for bit, on random and adversarial inputs.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "model/ops.h"
+#include "test.h"
+
+using namespace bankml::model;
+
+namespace {
+
+struct FastOff {
+    bool old;
+    FastOff() : old(ops::set_fast_paths(false)) {}
+    ~FastOff() { ops::set_fast_paths(old); }
+};
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+// A half's value, decoded independently of the code under test.
+double ops_f16_value(uint16_t h) {
+    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const double v = e ? std::ldexp(1024.0 + m, e - 25) : std::ldexp((double)m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+// Gaussians whose magnitude varies by e^(2 N(0,1)) per block of 8, with some huge and tiny lanes.
+std::vector<float> adversarial(std::mt19937& rng, size_t n) {
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; i += 8) {
+        const float mag = std::exp(2.0f * g(rng));
+        for (size_t j = i; j < std::min(n, i + 8); j++) v[j] = g(rng) * mag;
+    }
+    for (size_t i = 0; i < n; i += 13) v[i] *= (i % 2 ? 1e3f : 1e-3f);
+    return v;
+}
+
+}  // namespace
+
+TEST(ops_rms_norm_matches_double_math_and_scales_exactly_by_powers_of_two) {
+    std::mt19937 rng(1);
+    for (size_t n : {64, 128, 256, 2048}) {
+        auto x = adversarial(rng, n), w = adversarial(rng, n);
+        std::vector<float> y(n), y2(n);
+        ops::rms_norm_mul(x.data(), w.data(), y.data(), n, 1e-6f);
+        double ss = 0;
+        for (float v : x) ss += (double)v * v;
+        const double sc = 1.0 / std::sqrt(ss / (double)n + 1e-6);
+        for (size_t i = 0; i < n; i++) CHECK_NEAR(y[i], x[i] * sc * w[i], 1e-5 * std::fabs(x[i] * sc * w[i]) + 1e-30);
+        // The norm is scale-free: multiplying the input by 4 (exact) gives the same bits when eps is 0.
+        std::vector<float> x4(x);
+        for (float& v : x4) v *= 4.0f;
+        ops::rms_norm_mul(x.data(), w.data(), y.data(), n, 0.0f);
+        ops::rms_norm_mul(x4.data(), w.data(), y2.data(), n, 0.0f);
+        CHECK(same_bits(y, y2));
+        // In place gives the same bits as out of place (the forward pass norms heads in place).
+        std::vector<float> ip(x);
+        ops::rms_norm_mul(ip.data(), w.data(), ip.data(), n, 0.0f);
+        CHECK(same_bits(ip, y));
+    }
+}
+
+TEST(ops_rope_position_zero_is_identity_and_rotation_keeps_norm) {
+    ops::Rope rope(64, 1e6f);
+    std::mt19937 rng(2);
+    auto x = adversarial(rng, 64);
+    std::vector<float> cs(64), y(x);
+    rope.cache(0, cs.data());
+    rope.apply(y.data(), cs.data());
+    CHECK(same_bits(x, y));
+    for (int64_t pos : {1, 7, 100, 4095, 40000}) {
+        rope.cache(pos, cs.data());
+        std::vector<float> r(x);
+        rope.apply(r.data(), cs.data());
+        for (int i = 0; i < 32; i++) {
+            const double a = (double)x[i] * x[i] + (double)x[i + 32] * x[i + 32];
+            const double b = (double)r[i] * r[i] + (double)r[i + 32] * r[i + 32];
+            CHECK_NEAR(b, a, 1e-5 * a + 1e-30);
+        }
+        // The angle of pair 0 is the position itself; pair i's is pos * base^(-2i/64) up to the
+        // rounding of ggml's repeated multiplication.
+        CHECK_EQ(bits(cs[0]), bits(cosf((float)pos)));
+        const double th = (double)pos * std::pow(1e6, -2.0 * 5 / 64);
+        CHECK_NEAR(cs[10], std::cos(th), 1e-4 * (1 + std::fabs(th)));
+    }
+}
+
+TEST(ops_v_expf_within_two_ulp_of_exp_and_flushes_like_ggml) {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-87.0f, 88.0f);
+    for (int i = 0; i < 200000; i++) {
+        const float x = u(rng);
+        const double want = std::exp((double)x);
+        const float got = ops::v_expf(x);
+        const double ulp = std::ldexp(1.0, std::ilogb((float)want) - 23);
+        if (!CHECK_NEAR(got, want, 2 * ulp)) break;
+    }
+    CHECK_EQ(ops::v_expf(0.0f), 1.0f);
+    CHECK_EQ(ops::v_expf(-200.0f), 0.0f);
+    CHECK(std::isinf(ops::v_expf(200.0f)));
+    CHECK_NEAR(ops::v_silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+    CHECK_EQ(ops::v_silu(-1000.0f), -0.0f);
+}
+
+TEST(ops_swiglu_fast_path_bit_identical_to_reference) {
+    std::mt19937 rng(4);
+    for (size_t n : {8, 24, 768, 771, 6144}) {
+        auto g = adversarial(rng, n), up = adversarial(rng, n);
+        // Lanes past exp's range (|n| > 126 and > 192) beside ordinary ones, as the AVX2 code blends.
+        for (size_t i = 3; i < n; i += 17) g[i] = (i % 3 ? 1.0f : -1.0f) * (90.0f + (float)(i % 50) * 3.0f);
+        std::vector<float> a(n), b(n);
+        ops::swiglu(g.data(), up.data(), a.data(), n);
+        {
+            FastOff off;
+            ops::swiglu(g.data(), up.data(), b.data(), n);
+        }
+        CHECK(same_bits(a, b));
+        for (size_t i = 0; i < n; i++) {
+            const double want = (double)g[i] / (1.0 + std::exp(-(double)g[i])) * up[i];
+            CHECK_NEAR(b[i], want, 1e-5 * std::fabs(want) + 1e-30);
+        }
+    }
+}
+
+TEST(ops_f16_dot_and_rounding_fast_paths_bit_identical_to_reference) {
+    std::mt19937 rng(5);
+    for (size_t n : {32, 64, 128, 96, 100}) {
+        auto xf = adversarial(rng, n), yf = adversarial(rng, n);
+        std::vector<uint16_t> x(n), y(n), x2(n);
+        ops::round_f16(xf.data(), x.data(), n);
+        ops::round_f16(yf.data(), y.data(), n);
+        float fast = ops::dot_f16(x.data(), y.data(), n), ref;
+        float f32fast = ops::dot_f32(xf.data(), yf.data(), n), f32ref;
+        {
+            FastOff off;
+            ops::round_f16(xf.data(), x2.data(), n);
+            ref = ops::dot_f16(x.data(), y.data(), n);
+            f32ref = ops::dot_f32(xf.data(), yf.data(), n);
+        }
+        CHECK(x == x2);
+        CHECK_EQ(bits(fast), bits(ref));
+        CHECK_EQ(bits(f32fast), bits(f32ref));
+        double want = 0, mag = 0;
+        for (size_t i = 0; i < n; i++) want += (double)xf[i] * yf[i], mag += std::fabs((double)xf[i] * yf[i]);
+        CHECK_NEAR(ref, want, 2e-3 * mag);
+        CHECK_NEAR(f32ref, want, 1e-5 * mag);
+    }
+    // Ties round to even; overflow to infinity; subnormals kept.
+    const float in[] = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 65520.0f, 65519.0f, 0x1p-24f, 0x1p-25f, 0x3p-26f, -0.0f};
+    const uint16_t want[] = {0x3c00, 0x3c02, 0x7c00, 0x7bff, 0x0001, 0x0000, 0x0001, 0x8000};
+    for (int pass = 0; pass < 2; pass++) {
+        FastOff* off = pass ? new FastOff : nullptr;
+        uint16_t out[8];
+        ops::round_f16(in, out, 8);
+        for (int i = 0; i < 8; i++) CHECK_EQ(out[i], want[i]);
+        delete off;
+    }
+}
+
+TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
+    std::mt19937 rng(6);
+    for (size_t d : {64, 128}) {
+        for (size_t n_kv : {1, 2, 9, 40}) {
+            // Within f16's range (the cache holds halves): magnitudes varying per block, up to ~1e3.
+            auto q = adversarial(rng, d);
+            auto kf = adversarial(rng, n_kv * d), vf = adversarial(rng, n_kv * d);
+            for (auto* vec : {&q, &kf, &vf})
+                for (float& v : *vec) v = std::clamp(v, -1000.0f, 1000.0f);
+            for (float& v : q) v *= 1e-4f;
+            std::vector<uint16_t> k(n_kv * d), v(n_kv * d);
+            ops::round_f16(kf.data(), k.data(), k.size());
+            ops::round_f16(vf.data(), v.data(), v.size());
+            std::vector<uint8_t> scratch(ops::attend_scratch_bytes(d));
+            std::vector<float> fast(d), ref(d), f32(d);
+            const float scale = 1.0f / std::sqrt((float)d);
+            ops::attend_f16(q.data(), k.data(), v.data(), n_kv, d, scale, fast.data(), scratch.data());
+            {
+                FastOff off;
+                ops::attend_f16(q.data(), k.data(), v.data(), n_kv, d, scale, ref.data(), scratch.data());
+            }
+            CHECK(same_bits(fast, ref));
+            // Softmax attention in double over the same f16 keys and values.
+            std::vector<double> s(n_kv);
+            double mx = -1e300, sum = 0;
+            for (size_t j = 0; j < n_kv; j++) {
+                double dot = 0;
+                for (size_t i = 0; i < d; i++) dot += (double)q[i] * ops_f16_value(k[j * d + i]);
+                s[j] = dot * scale;
+                mx = std::max(mx, s[j]);
+            }
+            for (double& e : s) sum += (e = std::exp(e - mx));
+            double vmax = 0;
+            for (float x : vf) vmax = std::max(vmax, (double)std::fabs(x));
+            std::vector<float> kff(n_kv * d), vff(n_kv * d);
+            for (size_t i = 0; i < k.size(); i++) kff[i] = ops_f16_value(k[i]), vff[i] = ops_f16_value(v[i]);
+            ops::attend_f32(q.data(), kff.data(), vff.data(), n_kv, d, scale, f32.data(), scratch.data());
+            for (size_t i = 0; i < d; i++) {
+                double want = 0;
+                for (size_t j = 0; j < n_kv; j++) want += s[j] / sum * ops_f16_value(v[j * d + i]);
+                // The f16 accumulator rounds each step to 11 bits (relative 2^-11 of the running sum).
+                CHECK_NEAR(ref[i], want, 2e-3 * vmax * (double)n_kv);
+                CHECK_NEAR(f32[i], want, 1e-4 * vmax);
+            }
+        }
+    }
+}
