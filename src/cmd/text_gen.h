@@ -16,7 +16,7 @@ namespace bankml::cmd {
 std::vector<cli::Flag> text_gen_flags();
 // The help text for them (a literal, so a command's help can append it).
 #define BANKML_TEXT_GEN_HELP \
-    "sampling (llama.cpp's defaults and order: repeat penalty, top-k, top-p, min-p, temperature):\n" \
+    "\nsampling (llama.cpp's defaults and order: repeat penalty, top-k, top-p, min-p, temperature):\n" \
     "  --temp T            temperature (default 0.8; 0: greedy, the most likely token)\n" \
     "  --top-k K           keep the K most likely tokens (default 40; 0: off)\n" \
     "  --top-p P           keep the most likely tokens up to probability P (default 0.95; 1: off)\n" \
