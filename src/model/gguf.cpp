@@ -244,6 +244,9 @@ std::string Tensor::shape_string() const {
 namespace {
 // Nested arrays deeper than this are refused: each level costs the parser stack.
 constexpr int MAX_NESTING = 16;
+// Counts are only checked against the bytes left, so a forged count in a large file could still ask
+// for gigabytes: containers grow with what is actually parsed, reserving at most this up front.
+constexpr uint64_t RESERVE_CAP = 1u << 18;
 
 // Reads the file front to back. Field descriptions are built only when something fails (`what` is a
 // callable returning the description), so the fast path over 150,000 token strings builds none.
@@ -316,14 +319,14 @@ void read_array(Cursor& c, Value& v, const W& what, int depth) {
     if (esz) {
         c.skip(n * esz, what);
     } else if (v.elem == ValueType::STR) {
-        v.strs.reserve(n);
+        v.strs.reserve(std::min<uint64_t>(n, RESERVE_CAP));
         for (uint64_t i = 0; i < n; ++i)
             v.strs.push_back(c.str([&] { return what() + "[" + std::to_string(i) + "]"; }));
     } else {
-        v.items.resize(n);
+        v.items.reserve(std::min<uint64_t>(n, RESERVE_CAP));
         for (uint64_t i = 0; i < n; ++i) {
             auto item = [&] { return what() + "[" + std::to_string(i) + "]"; };
-            read_value(c, v.items[i], ValueType::ARR, item, depth + 1);
+            read_value(c, v.items.emplace_back(), ValueType::ARR, item, depth + 1);
         }
     }
 }
@@ -374,11 +377,11 @@ void File::parse_all() {
         fail("tensor count = " + std::to_string(n_tensors) + " cannot fit in the " + std::to_string(c.left()) +
              " bytes left: truncated or corrupt");
 
-    kvs_.resize(n_kv);
+    kvs_.reserve(std::min<uint64_t>(n_kv, RESERVE_CAP));
     std::unordered_set<std::string_view> keys;
     for (uint64_t i = 0; i < n_kv; ++i) {
         std::string idx = "metadata " + std::to_string(i);
-        KV& kv = kvs_[i];
+        KV& kv = kvs_.emplace_back();
         kv.key = c.str([&] { return idx + " key"; });
         if (!keys.insert(kv.key).second) fail(idx + " key = " + quoted(kv.key) + " is a duplicate");
         std::string what = "metadata " + quoted(kv.key);
@@ -396,10 +399,10 @@ void File::parse_all() {
         alignment_ = al;
     }
 
-    tensors_.resize(n_tensors);
+    tensors_.reserve(std::min<uint64_t>(n_tensors, RESERVE_CAP));
     std::unordered_set<std::string_view> names;
     for (uint64_t i = 0; i < n_tensors; ++i) {
-        Tensor& t = tensors_[i];
+        Tensor& t = tensors_.emplace_back();
         std::string idx = "tensor " + std::to_string(i);
         t.name = c.str([&] { return idx + " name"; });
         if (!names.insert(t.name).second) fail(idx + " name = " + quoted(t.name) + " is a duplicate");
@@ -504,6 +507,17 @@ File File::parse(std::string label, std::span<const uint8_t> bytes) {
     return f;
 }
 
+File File::parse(std::string label, std::vector<uint8_t>&& bytes) {
+    File f;
+    f.path_ = std::move(label);
+    f.owned_ = std::move(bytes);
+    static const uint8_t empty[1] = {0};
+    f.base_ = f.owned_.empty() ? empty : f.owned_.data();
+    f.size_ = f.owned_.size();
+    f.parse_all();
+    return f;
+}
+
 File::File(File&& o) noexcept { *this = std::move(o); }
 
 File& File::operator=(File&& o) noexcept {
@@ -514,6 +528,7 @@ File& File::operator=(File&& o) noexcept {
     size_ = o.size_;
     map_ = o.map_;
     map_len_ = o.map_len_;
+    owned_ = std::move(o.owned_);
     version_ = o.version_;
     alignment_ = o.alignment_;
     data_offset_ = o.data_offset_;

@@ -101,6 +101,8 @@ public:
     static File open(const std::string& path);
     // Parses bytes the caller keeps alive (tests, fuzzing); `label` names it in messages.
     static File parse(std::string label, std::span<const uint8_t> bytes);
+    // The same, keeping the bytes (so a temporary buffer cannot dangle).
+    static File parse(std::string label, std::vector<uint8_t>&& bytes);
 
     File(File&&) noexcept;
     File& operator=(File&&) noexcept;
@@ -159,6 +161,7 @@ private:
     const uint8_t* base_ = nullptr;
     uint64_t size_ = 0;
     void* map_ = nullptr;  // mmap'd region we own (nullptr for parse())
+    std::vector<uint8_t> owned_;  // parse(label, vector&&): the bytes, whose buffer survives moves
     uint64_t map_len_ = 0;
     uint32_t version_ = 0;
     uint64_t alignment_ = 32;
