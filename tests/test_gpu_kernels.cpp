@@ -9,6 +9,7 @@
 #include "gpu/fma_exact.h"
 #include "gpu/kernels.h"
 #include "gpu/spirv.h"
+#include "core/f16.h"
 #include "quant/dot.h"
 #include "test.h"
 
@@ -110,9 +111,18 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     Gpu* g = test_gpu();
     kernels::VerifyOptions opt;
     opt.full = false;
+    kernels::FmaPath chosen = kernels::FmaPath::native;
+    opt.chosen = &chosen;
     auto lines = kernels::verify_q1_0(*g, opt);
-    CHECK_EQ(lines.size(), 8u);  // 1, 4, 9 (4 + 4 + 1: unrolled and single) and 8 blocks per row
-    for (auto& l : lines) CHECK(l.find("rows bit-exact") != std::string::npos);
+    // The probe, 1, 4, 9 (4 + 4 + 1: unrolled and single) and 8 blocks per row for two kernels (four
+    // where the card's Fma is proven), the path used.
+    bool native = chosen == kernels::FmaPath::native;
+    REQUIRE_EQ(lines.size(), native ? 18u : 10u);
+    CHECK(lines[0].find("native Fma probe: ") == 0);
+    CHECK_EQ(lines[0].find("native Fma proven") != std::string::npos, native);
+    for (size_t i = 1; i + 1 < lines.size(); ++i) CHECK(lines[i].find("rows bit-exact") != std::string::npos);
+    CHECK(lines.back().find(native ? "uses q1_0_mat_vec_fma" : "uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)") == 0);
+    std::printf("    %s\n", lines[0].c_str());  // what the probe says on this card (lavapipe: its Fma does not fuse)
     // And directly: a shape that is not a multiple of a workgroup, against the CPU kernel.
     size_t rows = 77, n = 384;
     std::mt19937_64 rng(7);
@@ -124,7 +134,7 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     auto pw = kernels::pack_q1_0(w, rows, n);
     auto pa = kernels::pack_act(q8, n);
     Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
-    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.lane_sums), out = g->buffer(rows * 4 + 64);
+    Buffer as = g->upload<float>(pa.scales), aq = g->upload<float>(pa.lane_products), out = g->buffer(rows * 4 + 64);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
     for (int k = 0; k < 2; ++k) {
@@ -156,6 +166,134 @@ TEST(verification_fails_closed) {
         CHECK(std::string(e.what()).find("row 5 differs") != std::string::npos);
         CHECK_EQ(e.code, 2);
     }
+}
+
+static float unfused_fma(float a, float b, float c) { volatile float p = a * b; volatile float r = p + c; return r; }
+static float fma_via_double(float a, float b, float c) { return float(double(a) * double(b) + double(c)); }
+
+// The probe's judgement on the CPU: a fusing card passes; one that multiplies then adds, or rounds
+// through double, is refused; flushing subnormals alone is reported, not refused.
+TEST(fma_probe_refuses_unfused_and_double_rounding) {
+    auto t = kernels::fma_probe_triples();
+    std::vector<float> fused, plain, dbl, ftz;
+    size_t fused_kind = 0, fused_differs = 0, dr_kind = 0, dr_differs = 0;
+    for (auto& x : t) {
+        float want = std::fma(x.a, x.b, x.c);
+        fused.push_back(want);
+        plain.push_back(unfused_fma(x.a, x.b, x.c));
+        dbl.push_back(fma_via_double(x.a, x.b, x.c));
+        bool sub = std::fpclassify(want) == FP_SUBNORMAL;
+        ftz.push_back(sub ? std::copysign(0.0f, want) : want);
+        if (!std::strcmp(x.kind, "fused")) ++fused_kind, fused_differs += fbits(plain.back()) != fbits(want);
+        if (!std::strcmp(x.kind, "double rounding")) ++dr_kind, dr_differs += fbits(dbl.back()) != fbits(want);
+        if (sub) CHECK(!std::strcmp(x.kind, "subnormal"));
+    }
+    CHECK_GE(fused_kind, 4096u);
+    CHECK_EQ(fused_differs, fused_kind);  // every "fused" triple tells a fused Fma from an unfused one
+    CHECK_GE(dr_kind, 64u);
+    CHECK_EQ(dr_differs, dr_kind);        // and every "double rounding" one catches rounding through double
+    auto ok = kernels::judge_fma_probe(t, fused);
+    CHECK(ok.native);
+    CHECK(ok.line.find("native Fma proven") != std::string::npos);
+    auto p = kernels::judge_fma_probe(t, plain);
+    CHECK(!p.native);
+    CHECK(p.line.find("first difference: fused triple 0") != std::string::npos);
+    CHECK(p.line.find("native Fma refused") != std::string::npos);
+    auto d = kernels::judge_fma_probe(t, dbl);
+    CHECK(!d.native);
+    CHECK(d.line.find("first difference: double rounding triple") != std::string::npos);
+    auto z = kernels::judge_fma_probe(t, ftz);
+    CHECK(z.native);
+    CHECK(z.line.find("the kernels never meet a subnormal") != std::string::npos);
+    std::vector<float> one = fused;
+    one[4100] = std::nextafter(one[4100], INFINITY);  // a cancellation triple one ulp off
+    CHECK(!kernels::judge_fma_probe(t, one).native);
+    CHECK(!kernels::judge_fma_probe(t, {}).native);
+}
+
+// A card whose Fma fails the probe (here: made to look unfused) keeps the fma_exact kernels and is
+// still verified through them.
+TEST(native_fma_refused_when_the_probe_fails) {
+    Gpu* g = test_gpu();
+    auto t = kernels::fma_probe_triples();
+    kernels::VerifyOptions opt;
+    opt.full = false;
+    opt.corrupt_probe = [&](std::vector<float>& got) {
+        for (size_t i = 0; i < t.size() && i < got.size(); ++i) got[i] = unfused_fma(t[i].a, t[i].b, t[i].c);
+    };
+    kernels::FmaPath chosen = kernels::FmaPath::native;
+    opt.chosen = &chosen;
+    auto lines = kernels::verify_q1_0(*g, opt);
+    CHECK(chosen == kernels::FmaPath::exact);
+    REQUIRE_EQ(lines.size(), 10u);
+    CHECK(lines[0].find("native Fma refused") != std::string::npos);
+    CHECK_EQ(lines.back(), "uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)");
+    for (auto& l : lines) CHECK(l.find("_fma ") == std::string::npos);  // no native kernel ran
+}
+
+// The native kernels' order on any card: against the CPU kernel with its outer fma replaced by
+// what this card's Fma computes (std::fma where the probe proved it; a multiply then an add where
+// the card does not fuse, as lavapipe does), every row bit for bit. With the probe, this is what
+// makes the native kernels the CPU's bits on a card that fuses.
+TEST(native_kernels_follow_the_cpu_order) {
+    Gpu* g = test_gpu();
+    auto t = kernels::fma_probe_triples();
+    std::vector<float> seen;
+    auto probe = kernels::probe_native_fma(*g, [&](std::vector<float>& got) { seen = got; });
+    bool unfused = seen.size() == t.size();
+    for (size_t i = 0; i < t.size() && unfused; ++i)
+        if (std::strcmp(t[i].kind, "subnormal")) unfused = fbits(seen[i]) == fbits(unfused_fma(t[i].a, t[i].b, t[i].c));
+    if (!probe.native && !unfused) SKIP("this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
+    auto outer = [&](float a, float b, float c) { return probe.native ? std::fma(a, b, c) : unfused_fma(a, b, c); };
+    size_t rows = 77, n = 1152;
+    std::mt19937_64 rng(17);
+    std::vector<uint8_t> w(rows * n / 128 * 18), q8(n / 32 * 34);
+    for (auto& x : w) x = uint8_t(rng());
+    for (auto& x : q8) x = uint8_t(rng());
+    for (size_t i = 0; i < w.size(); i += 18) w[i + 1] = uint8_t(0x18 + rng() % 24);  // scales of many sizes
+    for (size_t i = 0; i < q8.size(); i += 34) q8[i + 1] = uint8_t(0x14 + rng() % 24);
+    std::vector<float> want(rows);
+    for (size_t r = 0; r < rows; ++r) {
+        float acc[8] = {};
+        for (size_t ib = 0; ib < n / 128; ++ib) {
+            const uint8_t* blk = &w[(r * n / 128 + ib) * 18];
+            float d0 = bankml::f16_to_f32(uint16_t(blk[0] | blk[1] << 8)), ab[8];
+            for (size_t k = 0; k < 4; ++k) {
+                const uint8_t* xb = &q8[(ib * 4 + k) * 34];
+                float d1 = bankml::f16_to_f32(uint16_t(xb[0] | xb[1] << 8));
+                uint32_t word;
+                std::memcpy(&word, blk + 2 + 4 * k, 4);
+                for (uint32_t l = 0; l < 8; ++l) {
+                    uint32_t q;
+                    std::memcpy(&q, xb + 2 + 4 * l, 4);
+                    float s = float(kernels::q1_0_lane_sum(q, (word >> (4 * l)) & 15));
+                    ab[l] = k == 0 ? d1 * s : std::fma(d1, s, ab[l]);
+                }
+            }
+            for (int l = 0; l < 8; ++l) acc[l] = outer(d0, ab[l], acc[l]);
+        }
+        want[r] = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
+    auto pw = kernels::pack_q1_0(w, rows, n);
+    auto pa = kernels::pack_act(q8, n);
+    Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
+    Buffer as = g->upload<float>(pa.scales), aq = g->upload<float>(pa.lane_products), out = g->buffer(rows * 4);
+    const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
+    uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
+    size_t differs_from_ref = 0;
+    for (bool eight : {false, true}) {
+        Pipeline p = g->pipeline(eight ? kernels::q1_0_mat_vec8(kernels::FmaPath::native) : kernels::q1_0_mat_vec(kernels::FmaPath::native),
+                                 kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
+        g->run(p, bufs, push, eight ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows));
+        auto got = g->read_f32(out, rows);
+        for (size_t r = 0; r < rows; ++r) {
+            CHECK_EQ(fbits(got[r]), fbits(want[r]));
+            differs_from_ref += fbits(got[r]) != fbits(bankml::quant::vec_dot_q1_0_ref(n, reinterpret_cast<const bankml::quant::BlockQ1_0*>(&w[r * n / 128 * 18]), reinterpret_cast<const bankml::quant::BlockQ8_0*>(q8.data())));
+        }
+    }
+    // Where the card does not fuse, the data must show it (else this test would prove nothing).
+    if (!probe.native) CHECK_GT(differs_from_ref, 0u);
+    for (Buffer* b : {&bs, &bb, &as, &aq, &out}) g->free(*b);
 }
 
 // fma_exact's sequence on the card against std::fma: the shader computes out = fma_exact(a, b, c).

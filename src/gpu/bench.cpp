@@ -140,9 +140,20 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         quick ? std::vector<std::pair<size_t, size_t>>{{512, 1024}, {2048, 2048}}
               : std::vector<std::pair<size_t, size_t>>{{4096, 4096}, {12288, 4096}, {151936, 4096}};
     int reps = quick ? 3 : 10;
-    Pipeline p1 = g.pipeline(kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
-    Pipeline p8 = g.pipeline(kernels::q1_0_mat_vec8(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
-    line("%-16s %-15s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
+    // Every kernel, the native-Fma variants too (their rows say whether the bits match on this
+    // card; bankml uses them only where verify_q1_0 proved them).
+    line("%s\n", kernels::probe_native_fma(g).line.c_str());
+    struct K {
+        bool eight;
+        kernels::FmaPath path;
+        Pipeline p;
+    };
+    std::vector<K> ks;
+    for (auto path : {kernels::FmaPath::exact, kernels::FmaPath::native})
+        for (bool eight : {false, true})
+            ks.push_back({eight, path, g.pipeline(eight ? kernels::q1_0_mat_vec8(path) : kernels::q1_0_mat_vec(path),
+                                                  kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES)});
+    line("%-16s %-17s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
     std::mt19937_64 rng(42);
     for (auto [rows, cols] : shapes) {
         size_t wbytes = rows * cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
@@ -165,29 +176,29 @@ int bench_gpu_main(const std::vector<std::string>& args) {
                 if (i) t.push_back(since_us(t0));
             }
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-15s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
+            line("%-16s %-17s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
                  double(wbytes) / best / 1e3);
         };
         bench_cpu();
         auto pw = kernels::pack_q1_0(w, rows, cols);
         auto pa = kernels::pack_act(x, cols);
         Buffer bs = g.upload<float>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
-        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.lane_sums), out = g.buffer(rows * 4);
+        Buffer as = g.upload<float>(pa.scales), aq = g.upload<float>(pa.lane_products), out = g.buffer(rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
-        for (int k = 0; k < 2; ++k) {
-            uint32_t groups = k ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows);
+        for (const K& k : ks) {
+            uint32_t groups = k.eight ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows);
             std::vector<double> t, dev;
             for (int i = 0; i < reps + 1; ++i) {
                 auto t0 = Clock::now();
-                g.run(k ? p8 : p1, bufs, push, groups);
+                g.run(k.p, bufs, push, groups);
                 if (i) t.push_back(since_us(t0)), dev.push_back(g.last_dispatch_us());
             }
             double dev_best = *std::min_element(dev.begin(), dev.end());
             auto got = g.read_f32(out, rows);
             bool same = std::memcmp(got.data(), cpu.data(), rows * 4) == 0;
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-15s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, k ? "q1_0_mat_vec8" : "q1_0_mat_vec",
+            line("%-16s %-17s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, kernels::kernel_name(k.eight, k.path).c_str(),
                  median(t) / 1000, best / 1000, double(wbytes) / best / 1e3, median(dev) / 1000,
                  dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)");
         }

@@ -26,7 +26,9 @@ struct Kernel {
     uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
-    explicit Kernel(bool local_id) {
+    FmaPath fma = FmaPath::exact;
+
+    Kernel(bool local_id, FmaPath path) : fma(path) {
         u = m.t_u32();
         i = m.t_i32();
         f = m.t_f32();
@@ -35,7 +37,7 @@ struct Kernel {
         u4 = m.t_vec(u, 4);
         wb = m.storage_buffer(u4, 1, true, "weight_bits", 16);  // one uvec4 (16 bytes) per block
         as = m.storage_buffer(f, 2, true, "act_scales");
-        aq = m.storage_buffer(i, 3, true, "act_lane_sums");
+        aq = m.storage_buffer(f, 3, true, "act_lane_products");
         out = m.storage_buffer(f, 4, false, "out");
         push = m.push_constants(2);
         gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
@@ -55,10 +57,10 @@ struct Kernel {
     uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
     uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
 
-    // What one block needs from memory before its arithmetic: the weight scale, the 128 sign
-    // bits (one 16-byte load) and the four activation scales.
+    // What one block needs from memory before its arithmetic: the weight scale and the 128 sign
+    // bits (one 16-byte load). The activation scales are already in the products table.
     struct Loaded {
-        uint32_t b, d0, words, d1[4];
+        uint32_t b, d0, words;
     };
     Loaded load_block(uint32_t row, uint32_t rows, uint32_t b) {
         Loaded L{};
@@ -66,32 +68,33 @@ struct Kernel {
         uint32_t idx = add_u(mul_u(b, rows), row);
         L.d0 = m.load_elem(f, ws, idx);
         L.words = m.load_elem(u4, wb, idx);
-        for (uint32_t k = 0; k < 4; ++k) L.d1[k] = m.load_elem(f, as, add_u(mul_u(b, m.c_u32(4)), m.c_u32(k)));
         return L;
     }
 
     // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):
-    // ab = d1·s, then ab + d1·s (exact products: the CPU's fma(d1, s, ab) is this single
-    // rounding), then acc = fma(d0, ab, acc) exactly.
+    // ab = d1·s, then ab + d1·s (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
+    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc) exactly: through
+    // fma_exact, or through GLSL's Fma where the card proved it fuses (FmaPath::native).
     void compute_block(const Loaded& L, const std::vector<uint32_t>& lanes, const std::vector<uint32_t>& acc_vars) {
         std::vector<uint32_t> ab(lanes.size(), 0);
         for (uint32_t k = 0; k < 4; ++k) {
             uint32_t word = m.op(OpCompositeExtract, u, {L.words, k});
             uint32_t sub = add_u(mul_u(L.b, m.c_u32(4)), m.c_u32(k));
-            // The lane's sum for this sub-block and these four sign bits, from the activation's table.
+            // The lane's d1·s for this sub-block and these four sign bits, from the activation's table.
             uint32_t base = m.op(OpShiftLeftLogical, u, {sub, m.c_u32(7)});  // 8 lanes × 16 entries
             for (size_t l = 0; l < lanes.size(); ++l) {
                 uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(2)})}), m.c_u32(15)});
                 uint32_t at = add_u(add_u(base, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(4)})), nib);
-                uint32_t s = m.op(OpConvertSToF, f, {m.load_elem(i, aq, at)});
-                uint32_t p = m.op(OpFMul, f, {L.d1[k], s});
+                uint32_t p = m.load_elem(f, aq, at);
                 ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
             }
         }
         for (size_t l = 0; l < lanes.size(); ++l) {
             uint32_t acc = m.load(f, acc_vars[l]);
             // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
-            m.store(acc_vars[l], m.fma_exact({f, u, bl}, L.d0, ab[l], acc, cmask, c1, c0, cf0, false));
+            uint32_t r = fma == FmaPath::native ? m.ext(f, GlslFma, {L.d0, ab[l], acc})
+                                                : m.fma_exact({f, u, bl}, L.d0, ab[l], acc, cmask, c1, c0, cf0, false);
+            m.store(acc_vars[l], r);
         }
     }
 
@@ -131,8 +134,8 @@ struct Kernel {
 
 }  // namespace
 
-std::vector<uint32_t> q1_0_mat_vec() {
-    Kernel k(false);
+std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
+    Kernel k(false, path);
     Module& m = k.m;
     std::vector<uint32_t> acc(8), lanes(8);
     for (uint32_t l = 0; l < 8; ++l) acc[l] = m.local_var(k.f), lanes[l] = m.c_u32(l);
@@ -148,8 +151,8 @@ std::vector<uint32_t> q1_0_mat_vec() {
     return k.finish();
 }
 
-std::vector<uint32_t> q1_0_mat_vec8() {
-    Kernel k(true);
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) {
+    Kernel k(true, path);
     Module& m = k.m;
     uint32_t acc = m.local_var(k.f), bvar = m.local_var(k.u);
     uint32_t shared = m.workgroup_array(k.f, LOCAL_SIZE);
@@ -174,8 +177,143 @@ std::vector<uint32_t> q1_0_mat_vec8() {
     return k.finish();
 }
 
+std::string kernel_name(bool eight, FmaPath path) {
+    return std::string(eight ? "q1_0_mat_vec8" : "q1_0_mat_vec") + (path == FmaPath::native ? "_fma" : "");
+}
+
+std::vector<uint32_t> fma_probe() {
+    Module m;
+    uint32_t u = m.t_u32(), f = m.t_f32(), bl = m.t_bool();
+    uint32_t abc = m.storage_buffer(f, 0, true, "abc"), out = m.storage_buffer(f, 1, false, "out");
+    uint32_t push = m.push_constants(1);
+    uint32_t gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
+    m.entry_point(LOCAL_SIZE);
+    m.begin_main();
+    uint32_t i = m.builtin_x(gid);
+    uint32_t count = m.load(u, m.op(OpAccessChain, m.t_ptr(StoragePushConstant, u), {push, m.c_u32(0)}));
+    m.if_then(m.op(OpULessThan, bl, {i, count}), [&] {
+        uint32_t at = m.op(OpIMul, u, {i, m.c_u32(3)});
+        uint32_t a = m.load_elem(f, abc, at);
+        uint32_t b = m.load_elem(f, abc, m.op(OpIAdd, u, {at, m.c_u32(1)}));
+        uint32_t c = m.load_elem(f, abc, m.op(OpIAdd, u, {at, m.c_u32(2)}));
+        m.store_elem(f, out, i, m.ext(f, GlslFma, {a, b, c}));
+    });
+    m.end_main();
+    return m.words();
+}
+
+namespace {
+std::string hex(float x) {
+    uint32_t b;
+    std::memcpy(&b, &x, 4);
+    char s[64];
+    std::snprintf(s, sizeof s, "%.9g (0x%08x)", double(x), b);
+    return s;
+}
+float from_bits(uint32_t u) { float x; std::memcpy(&x, &u, 4); return x; }
+uint32_t to_bits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
+// What a card that does not fuse computes: RN(RN(a·b) + c).
+float unfused(float a, float b, float c) { volatile float p = a * b; volatile float r = p + c; return r; }
+}  // namespace
+
+std::vector<FmaTriple> fma_probe_triples() {
+    std::vector<FmaTriple> t;
+    std::mt19937_64 rng(20261130);
+    auto rnd = [&](int emin, int span) {  // a random normal float with a full mantissa
+        uint32_t e = uint32_t(127 + emin + int(rng() % uint32_t(span)));
+        return from_bits((uint32_t(rng()) & 0x807FFFFFu) | e << 23);
+    };
+    // Fused: c near -a·b (cancellation of the leading bits) or of a random size; kept only where
+    // the unfused result differs, so a card that does not fuse fails every one of them.
+    while (t.size() < 4096) {
+        float a = rnd(-20, 40), b = rnd(-20, 40);
+        float p = a * b;
+        float c = rng() % 2 ? from_bits(to_bits(-p) ^ uint32_t(rng() % 64)) : std::ldexp(rnd(0, 1), std::ilogb(p) + int(rng() % 30) - 15);
+        if (to_bits(std::fma(a, b, c)) != to_bits(unfused(a, b, c))) t.push_back({a, b, c, "fused"});
+    }
+    // Cancellation: c = -RN(a·b), so the result is a·b's rounding error (0 without fusing).
+    for (int k = 0; k < 256; ++k) {
+        float a = rnd(-10, 20), b = rnd(-10, 20);
+        t.push_back({a, b, -(a * b), "cancellation"});
+    }
+    // Exact ties of the final rounding: (1 + 2^-12)^2 - 2^-11 = 1 + 2^-24, halfway between 1 and
+    // its successor, and scaled and signed copies.
+    for (int e = -40; e <= 40; e += 8)
+        for (float sg : {1.0f, -1.0f}) {
+            float a = std::ldexp(1.0f + 0x1p-12f, e), b = sg * (1.0f + 0x1p-12f);
+            t.push_back({a, b, -sg * std::ldexp(0x1p-11f, e), "tie"});
+            t.push_back({a, b, sg * std::ldexp(0x1p-22f, e), "tie"});  // 1 + 2^-11 + 2^-22 + 2^-24: above
+        }
+    // Double rounding: a·b = h(1 - 2^-2m) just below half an ulp h of c, whose last bit is odd:
+    // the correct result is c, but rounding a·b + c to double first lands on the tie c + h, which
+    // then rounds to the even neighbour c + 2h (and an unfused card does the same).
+    for (int m = 15; m <= 23; ++m)
+        for (int k = 0; k < 8; ++k) {
+            float c = from_bits((uint32_t(rng()) & 0x807FFFFEu) | 1u | uint32_t(127 + int(rng() % 40) - 20) << 23);
+            int e = std::ilogb(c) - 24;  // h = 2^e
+            float a = std::ldexp(1.0f - std::ldexp(1.0f, -m), e / 2), b = std::ldexp(1.0f + std::ldexp(1.0f, -m), e - e / 2);
+            if (std::signbit(c)) b = -b;
+            t.push_back({a, b, c, "double rounding"});
+        }
+    // Subnormal results and inputs (the kernels never meet them: reported apart).
+    for (int k = 0; k < 256; ++k) {
+        float a = rnd(-70, 10), b = rnd(-70, 10);
+        float c = k % 2 ? from_bits(uint32_t(rng()) & 0x807FFFFFu) : -(a * b);
+        t.push_back({a, b, c, "subnormal"});
+    }
+    return t;
+}
+
+FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<float>& got) {
+    FmaProbe r;
+    std::string bad, bad_sub;
+    size_t ok = 0, sub = 0, sub_ok = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+        float want = std::fma(t[i].a, t[i].b, t[i].c);
+        bool same = i < got.size() && to_bits(got[i]) == to_bits(want);
+        bool is_sub = std::strcmp(t[i].kind, "subnormal") == 0;
+        sub += is_sub;
+        (is_sub ? sub_ok : ok) += same;
+        std::string& b = is_sub ? bad_sub : bad;
+        if (!same && b.empty())
+            b = std::string(t[i].kind) + " triple " + std::to_string(i) + ": fma(" + hex(t[i].a) + ", " + hex(t[i].b) + ", " +
+                hex(t[i].c) + ") = " + (i < got.size() ? hex(got[i]) : std::string("nothing")) + " on the card, " + hex(want) +
+                " on the CPU";
+    }
+    r.native = bad.empty() && !t.empty();
+    r.line = "native Fma probe: " + std::to_string(ok) + " of " + std::to_string(t.size() - sub) +
+             " triples bit-exact with std::fma (fused, cancellation, tie, double rounding)";
+    r.line += bad.empty() ? "" : "; first difference: " + bad;
+    r.line += "; subnormals: " + std::to_string(sub_ok) + " of " + std::to_string(sub) +
+              (bad_sub.empty() ? " bit-exact" : " (" + bad_sub + "; the kernels never meet a subnormal)");
+    r.line += r.native ? " — native Fma proven" : " — native Fma refused";
+    return r;
+}
+
+FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt) {
+    std::vector<FmaTriple> t = fma_probe_triples();
+    std::vector<float> abc;
+    for (const FmaTriple& x : t) abc.insert(abc.end(), {x.a, x.b, x.c});
+    Pipeline p = gpu.pipeline(fma_probe(), 2, 4);
+    Buffer in = gpu.upload<float>(abc), out = gpu.buffer(t.size() * 4);
+    std::vector<float> poison(t.size(), std::nanf(""));
+    gpu.write<float>(out, poison);
+    const Buffer* bufs[] = {&in, &out};
+    uint32_t push[] = {uint32_t(t.size())};
+    gpu.run(p, bufs, push, uint32_t((t.size() + LOCAL_SIZE - 1) / LOCAL_SIZE));
+    std::vector<float> got = gpu.read_f32(out, t.size());
+    gpu.free(in);
+    gpu.free(out);
+    if (corrupt) corrupt(got);
+    return judge_fma_probe(t, got);
+}
+
 std::vector<std::pair<std::string, std::vector<uint32_t>>> all_modules() {
-    return {{"q1_0_mat_vec.spv", q1_0_mat_vec()}, {"q1_0_mat_vec8.spv", q1_0_mat_vec8()}};
+    return {{"q1_0_mat_vec.spv", q1_0_mat_vec()},
+            {"q1_0_mat_vec8.spv", q1_0_mat_vec8()},
+            {"q1_0_mat_vec_fma.spv", q1_0_mat_vec(FmaPath::native)},
+            {"q1_0_mat_vec8_fma.spv", q1_0_mat_vec8(FmaPath::native)},
+            {"fma_probe.spv", fma_probe()}};
 }
 
 static uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
@@ -207,14 +345,16 @@ PackedAct pack_act(std::span<const uint8_t> q8, size_t n) {
     if (q8.size() < blocks * Q8_0_BLOCK_BYTES) throw Error("pack_act: " + std::to_string(q8.size()) + " bytes for " + std::to_string(n) + " values");
     PackedAct a;
     a.scales.resize(blocks);
-    a.lane_sums.resize(blocks * 8 * 16);
+    a.lane_products.resize(blocks * 8 * 16);
     for (size_t b = 0; b < blocks; ++b) {
         const uint8_t* blk = q8.data() + b * Q8_0_BLOCK_BYTES;
         a.scales[b] = f16_to_f32(rd16(blk));
         for (size_t l = 0; l < 8; ++l) {
             const uint8_t* q = blk + 2 + 4 * l;
             uint32_t word = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
-            for (uint32_t nib = 0; nib < 16; ++nib) a.lane_sums[(b * 8 + l) * 16 + nib] = q1_0_lane_sum(word, nib);
+            // Exact: the CPU's d1 * float(s) (kernels.h, binding 3).
+            for (uint32_t nib = 0; nib < 16; ++nib)
+                a.lane_products[(b * 8 + l) * 16 + nib] = a.scales[b] * float(q1_0_lane_sum(word, nib));
         }
     }
     return a;
@@ -257,14 +397,6 @@ void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std
     }
 }
 
-std::string hex(float x) {
-    uint32_t b;
-    std::memcpy(&b, &x, 4);
-    char s[64];
-    std::snprintf(s, sizeof s, "%.9g (0x%08x)", double(x), b);
-    return s;
-}
-
 }  // namespace
 
 std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
@@ -274,10 +406,24 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
                  {"random", 12288, 4096}, {"random", 4096, 12288}, {"layer", 4096, 4096}, {"layer", 2048, 12288}};
     else
         cases = {{"random", 64, 128}, {"random", 67, 512}, {"random", 40, 1152}, {"layer", 136, 1024}};
-    Pipeline p1 = gpu.pipeline(q1_0_mat_vec(), Q1_0_BINDINGS, Q1_0_PUSH_BYTES);
-    Pipeline p8 = gpu.pipeline(q1_0_mat_vec8(), Q1_0_BINDINGS, Q1_0_PUSH_BYTES);
-    std::mt19937_64 rng(20260413);
     std::vector<std::string> lines;
+    // The native kernels run only on a card whose Fma passed the probe, and stay in use only if
+    // every row of theirs is bit-exact too; the fma_exact kernels decide whether the card is used.
+    FmaProbe probe = probe_native_fma(gpu, opt.corrupt_probe);
+    lines.push_back(probe.line);
+    bool native = probe.native;
+    std::string native_refused;
+    struct K {
+        bool eight;
+        FmaPath path;
+        Pipeline p;
+    };
+    std::vector<K> ks;
+    for (FmaPath path : {FmaPath::exact, FmaPath::native})
+        for (bool eight : {false, true})
+            if (path == FmaPath::exact || native)
+                ks.push_back({eight, path, gpu.pipeline(eight ? q1_0_mat_vec8(path) : q1_0_mat_vec(path), Q1_0_BINDINGS, Q1_0_PUSH_BYTES)});
+    std::mt19937_64 rng(20260413);
     for (const Case& c : cases) {
         std::vector<uint8_t> w, q8;
         make_data(rng, c, w, q8);
@@ -289,37 +435,49 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         PackedQ1_0 pw = pack_q1_0(w, c.rows, c.n);
         PackedAct pa = pack_act(q8, c.n);
         Buffer bs = gpu.upload<float>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);
-        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<int32_t>(pa.lane_sums);
+        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<float>(pa.lane_products);
         Buffer out = gpu.buffer(c.rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(c.rows), uint32_t(c.n / Q1_0_BLOCK)};
         std::string failure;
-        for (int kernel = 0; kernel < 2 && failure.empty(); ++kernel) {
-            const char* name = kernel ? "q1_0_mat_vec8" : "q1_0_mat_vec";
+        for (const K& k : ks) {
+            if (!failure.empty()) break;
+            if (k.path == FmaPath::native && !native) continue;
+            std::string name = kernel_name(k.eight, k.path);
             std::vector<float> poison(c.rows, std::nanf(""));
             gpu.write<float>(out, poison);  // a row the card does not write cannot pass
             auto t0 = std::chrono::steady_clock::now();
-            gpu.run(kernel ? p8 : p1, bufs, push, kernel ? groups_mat_vec8(c.rows) : groups_mat_vec(c.rows));
+            gpu.run(k.p, bufs, push, k.eight ? groups_mat_vec8(c.rows) : groups_mat_vec(c.rows));
             double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             std::vector<float> got = gpu.read_f32(out, c.rows);
             if (opt.corrupt) opt.corrupt(got);
             char shape[64];
             std::snprintf(shape, sizeof shape, "%zu×%zu %s", c.rows, c.n, c.regime);
+            std::string diff;
             for (size_t r = 0; r < c.rows; ++r)
                 if (std::memcmp(&got[r], &want[r], 4) != 0) {
-                    failure = std::string(name) + " " + shape + ": row " + std::to_string(r) + " differs (card " +
-                              hex(got[r]) + ", CPU " + hex(want[r]) + ")";
+                    diff = name + " " + shape + ": row " + std::to_string(r) + " differs (card " + hex(got[r]) + ", CPU " +
+                           hex(want[r]) + ")";
                     break;
                 }
-            if (failure.empty()) {
+            if (diff.empty()) {
                 char line[160];
-                std::snprintf(line, sizeof line, "%s %s: %zu of %zu rows bit-exact, %.2f ms", name, shape, c.rows, c.rows, ms);
+                std::snprintf(line, sizeof line, "%s %s: %zu of %zu rows bit-exact, %.2f ms", name.c_str(), shape, c.rows, c.rows, ms);
                 lines.push_back(line);
+            } else if (k.path == FmaPath::native) {
+                native = false;
+                native_refused = diff;
+            } else {
+                failure = diff;
             }
         }
         for (Buffer* b : {&bs, &bb, &as, &aq, &out}) gpu.free(*b);
         if (!failure.empty()) throw Error(failure, 2);
     }
+    if (!native_refused.empty()) lines.push_back("native Fma refused: " + native_refused);
+    lines.push_back(native ? "uses q1_0_mat_vec_fma and q1_0_mat_vec8_fma (native Fma, proven on this card)"
+                           : "uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)");
+    if (opt.chosen) *opt.chosen = native ? FmaPath::native : FmaPath::exact;
     return lines;
 }
 

@@ -6,15 +6,25 @@
 //   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
 //   binding 1  weight bits, uvec4 per block, block-major: word k (bits 32k..32k+31) of (r, b) at
 //              u32 index (b·rows + r)·4 + k (one 16-byte load per block)
-//   binding 2  activation scales, f32, one per 32 values
-//   binding 3  activation lane sums, i32: for sub-block j, lane l (quants 4l..4l+3) and each of
-//              the 16 patterns of four sign bits, the exact integer sum at (j·8 + l)·16 + bits
+//   binding 2  activation scales, f32, one per 32 values (bound for the layout; the kernels read
+//              them through binding 3)
+//   binding 3  activation lane products, f32: for sub-block j, lane l (quants 4l..4l+3) and each
+//              of the 16 patterns of four sign bits, d1_j · s at (j·8 + l)·16 + bits, where s is
+//              the exact integer lane sum; the product is exact (d1 an f16, |s| <= 512: at most
+//              21 significant bits, never below 2^-24), so it is the CPU's d1·float(s) bit for bit
 //   binding 4  output, f32, one per row
 //   push constants: u32 rows, u32 blocks per row
 // Block-major weights let neighbouring invocations (neighbouring rows) read neighbouring words.
 // The activation is the same for every row, so its lane sums are tabulated once per product
 // (16 per four quants, 64 KiB for n = 4096) and each row's four sign bits pick one: the card does
-// no per-byte work, and the sums are exactly the CPU's (q1_0_lane_sum).
+// no per-byte work, no int-to-float conversion and no multiply, and the products are exactly the
+// CPU's d1·float(q1_0_lane_sum).
+//
+// The outer fma(d0, ab, acc) comes in two variants (FmaPath): fma_exact (plain operations, right
+// on every card that rounds its adds and multiplies correctly) and native (GLSL.std.450 Fma, one
+// instruction), which a card may use only after probe_native_fma proved its Fma correctly rounded
+// and verify_q1_0 proved the native kernels on it. Drivers that do not fuse Fma (RADV on a Vega 3)
+// fail the probe and keep fma_exact.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -35,8 +45,33 @@ inline constexpr uint32_t LOCAL_SIZE = 64;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
-std::vector<uint32_t> q1_0_mat_vec();
-std::vector<uint32_t> q1_0_mat_vec8();
+enum class FmaPath { exact, native };
+std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact);
+// The kernels' names as verify and the bench print them ("q1_0_mat_vec8_fma" for native).
+std::string kernel_name(bool eight, FmaPath path);
+
+// The native-Fma probe: out[i] = Fma(abc[3i], abc[3i+1], abc[3i+2]) for i < push[0].
+// Bindings 0 (f32 triples) and 1 (f32 out); 4 push bytes.
+std::vector<uint32_t> fma_probe();
+struct FmaTriple {
+    float a, b, c;
+    const char* kind;  // "fused", "cancellation", "tie", "double rounding", "subnormal"
+};
+// Triples where a correctly rounded fma differs from a·b then + c ("fused"; the CPU checks that
+// each one does), from rounding through double ("double rounding"), exact cancellations, exact
+// ties, and subnormal inputs and results.
+std::vector<FmaTriple> fma_probe_triples();
+// The first triple whose `got` differs in any bit from std::fma, described; "" when none. Subnormal
+// triples are reported apart (`subnormal`): the kernels never meet a subnormal (their nonzero
+// values are multiples of 2^-48), so a card that flushes them may still use its Fma.
+struct FmaProbe {
+    bool native = false;  // every triple but the subnormal ones bit-exact with std::fma
+    std::string line;     // what verify prints
+};
+FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<float>& got);
+// Runs fma_probe on the card. `corrupt` (tests only) may alter the card's results first.
+FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
 // Workgroups to dispatch for `rows` output rows.
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
@@ -66,20 +101,25 @@ struct PackedQ1_0 {
 PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n);
 
 struct PackedAct {
-    std::vector<float> scales;       // one per 32 values
-    std::vector<int32_t> lane_sums;  // n/32 · 8 · 16: see binding 3
+    std::vector<float> scales;         // one per 32 values
+    std::vector<float> lane_products;  // n/32 · 8 · 16: see binding 3
 };
 // q8: n/32 Q8_0 blocks (the activation quantized as ggml quantizes it).
 PackedAct pack_act(std::span<const uint8_t> q8, size_t n);
 
-// The on-card oracle: both kernels against the CPU kernel (quant::vec_dot_q1_0_ref) on random weights and activations
+// The on-card oracle: the native-Fma probe, then both kernels (and, where the probe passed, their
+// native variants) against the CPU kernel (quant::vec_dot_q1_0_ref) on random weights and activations
 // (with -128 quants), shapes 64×128 up to 12288×4096 (and 9 blocks a row, for the kernels' tail) (`full`; otherwise small shapes for tests),
 // and a layer-shaped regime. Returns one line per kernel and shape; throws bankml::Error with the
 // reason on the first row that differs. `corrupt` (tests only) may alter the card's output
 // before the comparison, to prove the check fails closed.
+// The card is refused (Error) only when an fma_exact kernel differs; a native kernel that differs
+// only refuses the native path. `chosen`, when given, receives the path the card may use.
 struct VerifyOptions {
     bool full = true;
     std::function<void(std::vector<float>&)> corrupt;
+    std::function<void(std::vector<float>&)> corrupt_probe;  // tests: a card whose Fma does not fuse
+    FmaPath* chosen = nullptr;
 };
 std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt = {});
 
