@@ -156,9 +156,15 @@ std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) {
     Module& m = k.m;
     uint32_t acc = m.local_var(k.f), bvar = m.local_var(k.u);
     uint32_t shared = m.workgroup_array(k.f, LOCAL_SIZE);
+    // Lane-major within the workgroup: invocation lid is lane lid/8 of row lid%8 of the group's
+    // eight rows. A 32-wide subgroup then holds four lanes of eight neighbouring rows, so its
+    // table reads (one 64-byte run of 16 entries per lane) touch half as many cache lines as with
+    // eight lanes of four rows, and its weight reads are one 128-byte line.
+    static_assert(LOCAL_SIZE == 64, "eight rows of eight lanes per workgroup");
     uint32_t gid = m.builtin_x(k.gid), lid = m.builtin_x(k.lid);
-    uint32_t row = m.op(OpShiftRightLogical, k.u, {gid, m.c_u32(3)});
-    uint32_t lane = m.op(OpBitwiseAnd, k.u, {gid, m.c_u32(7)});
+    uint32_t row = k.add_u(m.op(OpShiftLeftLogical, k.u, {m.op(OpShiftRightLogical, k.u, {gid, m.c_u32(6)}), m.c_u32(3)}),
+                           m.op(OpBitwiseAnd, k.u, {lid, m.c_u32(7)}));
+    uint32_t lane = m.op(OpShiftRightLogical, k.u, {lid, m.c_u32(3)});
     uint32_t rows = k.push_u32(0), blocks = k.push_u32(1);
     uint32_t active = m.op(OpULessThan, k.bl, {row, rows});
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
@@ -171,7 +177,7 @@ std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) {
     m.if_then(first, [&] {
         std::vector<uint32_t> a(8);
         for (uint32_t l = 0; l < 8; ++l)
-            a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {shared, k.add_u(lid, m.c_u32(l))}));
+            a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {shared, k.add_u(lid, m.c_u32(8 * l))}));  // lid < 8 here
         m.store_elem(k.f, k.out, row, k.hsum(a));
     });
     return k.finish();
