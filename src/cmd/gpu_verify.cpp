@@ -48,6 +48,19 @@ int gpu_verify(bool full) {
                     if (row < out.size()) out[row] = std::nextafter(out[row], INFINITY);
                 };
             }
+            // Test hook: BANKML_GPU_TEST_UNFUSED_FMA=1 replaces the native-Fma probe's results with a
+            // multiply then an add (what a card that does not fuse computes), to show on any card
+            // that such a card keeps the fma_exact kernels.
+            if (std::getenv("BANKML_GPU_TEST_UNFUSED_FMA")) {
+                opt.corrupt_probe = [](std::vector<float>& out) {
+                    auto t = gpu::kernels::fma_probe_triples();
+                    for (size_t i = 0; i < t.size() && i < out.size(); ++i) {
+                        volatile float p = t[i].a * t[i].b;
+                        volatile float r = p + t[i].c;
+                        out[i] = r;
+                    }
+                };
+            }
             for (const auto& line : gpu::kernels::verify_q1_0(g, opt)) std::printf("  %s\n", line.c_str());
             std::printf("  verified: bankml may use this card\n");
         } catch (const std::exception& e) {
