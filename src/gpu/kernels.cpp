@@ -415,7 +415,12 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
     std::vector<std::string> lines;
     // The native kernels run only on a card whose Fma passed the probe, and stay in use only if
     // every row of theirs is bit-exact too; the fma_exact kernels decide whether the card is used.
-    FmaProbe probe = probe_native_fma(gpu, opt.corrupt_probe);
+    FmaProbe probe;
+    try {
+        probe = probe_native_fma(gpu, opt.corrupt_probe);
+    } catch (const std::exception& e) {  // a driver that cannot run the probe keeps fma_exact
+        probe.line = std::string("native Fma probe failed to run: ") + e.what() + " — native Fma refused";
+    }
     lines.push_back(probe.line);
     bool native = probe.native;
     std::string native_refused;

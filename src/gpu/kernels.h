@@ -2,7 +2,7 @@
 // (eight per row, one per accumulation lane). Both follow the CPU's vec_dot_ref step by step, so
 // a card that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
 //
-// Data on the card (pack_q1_0, pack_act): the numbers unchanged, only aligned.
+// Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
 //   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
 //   binding 1  weight bits, uvec4 per block, block-major: word k (bits 32k..32k+31) of (r, b) at
 //              u32 index (b·rows + r)·4 + k (one 16-byte load per block)
