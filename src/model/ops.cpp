@@ -287,8 +287,9 @@ AVX2_FN static void mad_h_avx2(uint16_t* y, const uint16_t* x, size_t n, float v
 }
 #endif
 
-// The running sum of the softmax: S*ms + vs, fused as GCC compiles ggml's C++ (decided by the
-// oracle; when neither ms nor vs is 1 this never runs, so only the rescale step is affected).
+// The running sum of the softmax: S*ms + vs, fused as GCC 12 -O3 -mfma compiles ggml's C++ (one of
+// ms and vs is always 1: only the new-maximum step, fma(S, ms, 1), differs from the unfused form;
+// the tiny oracles cannot tell the two apart).
 static inline float softmax_sum(float S, float ms, float vs) { return std::fma(S, ms, vs); }
 
 void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_kv, size_t d, float scale,
