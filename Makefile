@@ -4,7 +4,9 @@ CXX      ?= g++
 OPT      ?= -O2
 CXXFLAGS ?= $(OPT) -g
 # Baseline x86-64 on purpose: faster instruction sets are chosen at run time per function.
-BASEFLAGS := -std=c++20 -Wall -Wextra -pthread -Isrc -Itests -MMD -MP
+# -ffp-contract=off: a multiply-add is fused only where the code says std::fma or an FMA intrinsic,
+# never by the compiler in target("fma") functions, so the bits follow the written order.
+BASEFLAGS := -std=c++20 -ffp-contract=off -Wall -Wextra -pthread -Isrc -Itests -MMD -MP
 LDFLAGS  ?=
 # libstdc++/libgcc static, glibc dynamic: a fully static binary crashes when it dlopens the Vulkan loader.
 LINKFLAGS := -static-libstdc++ -static-libgcc -pthread
@@ -39,7 +41,7 @@ endif
 bankml: $(MAINOBJ) $(OBJS)
 	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
 
-$(BUILD)/%.o: %.cpp | vulkan-headers
+$(BUILD)/%.o: %.cpp Makefile | vulkan-headers
 	@mkdir -p $(dir $@)
 	$(CXX) $(BASEFLAGS) $(CXXFLAGS) -c $< -o $@
 

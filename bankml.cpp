@@ -27,6 +27,8 @@ static const Command* const COMMANDS[] = {
     &bankml::cmd::synth_command,
     &bankml::cmd::tokenize_command,
     &bankml::cmd::detokenize_command,
+    &bankml::cmd::chat_command,
+    &bankml::cmd::perplexity_command,
 };
 
 static const char* EXIT_CODES =

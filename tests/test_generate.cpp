@@ -243,3 +243,135 @@ TEST(chat_chatml_matches_the_qwen3_template) {
     CHECK_EQ(ids.front(), 151644);
     CHECK(std::count(ids.begin(), ids.end(), 151667) == 1);  // <think>
 }
+
+namespace {
+
+std::string prompt_file() {
+    // Bytes 1..8: the tiny models' byte tokens 1..8, the prompt of tiny-greedy.txt's first case.
+    std::string path = bt::temp_dir() + "/p8.bin";
+    FILE* f = std::fopen(path.c_str(), "wb");
+    for (char c = 1; c <= 8; ++c) std::fputc(c, f);
+    std::fclose(f);
+    return path;
+}
+
+// The ids of a --json result.
+std::vector<int32_t> json_ids_of(const std::string& out) {
+    std::vector<int32_t> ids;
+    size_t p = out.find("\"ids\":[");
+    if (p == std::string::npos) return ids;
+    size_t e = out.find(']', p);
+    std::string list = out.substr(p + 7, e - p - 7);
+    size_t s = 0;
+    while (s < list.size()) {
+        size_t c = list.find(',', s);
+        ids.push_back(std::stoi(list.substr(s, c == std::string::npos ? std::string::npos : c - s)));
+        if (c == std::string::npos) break;
+        s = c + 1;
+    }
+    return ids;
+}
+
+std::string json_field(const std::string& out, const std::string& key) {
+    size_t p = out.find("\"" + key + "\":");
+    if (p == std::string::npos) return "";
+    p += key.size() + 3;
+    size_t e = out.find_first_of(",}", out[p] == '"' ? out.find('"', p + 1) : p);
+    return out.substr(p, e - p);
+}
+
+}  // namespace
+
+TEST(generate_cli_greedy_text_run_gives_llama_cpp_tokens) {
+    const std::string bin = bt::bankml_bin(), p8 = prompt_file();
+    // tiny-greedy.txt, first case: llama.cpp's 64 greedy tokens after ids 1..8 (Q1_0).
+    const std::vector<int32_t> want = {622, 339, 953, 921, 251, 876, 115, 215, 69, 432, 775, 804, 681, 1016, 343, 91,
+                                       728, 335, 192, 488, 100, 354, 192, 488, 100, 354, 192, 488, 100, 354, 192, 488,
+                                       224, 587, 493, 640, 953, 538, 56, 126, 330, 100, 354, 192, 488, 857, 810, 1018,
+                                       837, 772, 488, 224, 587, 220, 758, 722, 482, 912, 473, 1016, 315, 159, 764, 752};
+    auto r = bt::run_cmd(bin + " run -m " + bt::data_path("tiny-q1_0.gguf") + " -f " + p8 +
+                         " --temp 0 --ignore-eos -n 64 --json -t 2");
+    REQUIRE_EQ(r.code, 0);
+    CHECK(json_ids_of(r.out) == want);
+    CHECK_EQ(json_field(r.out, "stop_reason"), "\"length\"");
+    CHECK_EQ(json_field(r.out, "n_prompt"), "8");
+    // Q2_0's second greedy token is <|im_end|> (1021): without --ignore-eos the run stops there.
+    auto e = bt::run_cmd(bin + " run -m " + bt::data_path("tiny-q2_0.gguf") + " -f " + p8 + " --temp 0 --json");
+    REQUIRE_EQ(e.code, 0);
+    CHECK(json_ids_of(e.out) == (std::vector<int32_t>{461}));
+    CHECK_EQ(json_field(e.out, "stop_reason"), "\"eog\"");
+}
+
+TEST(generate_cli_same_seed_same_tokens_at_any_thread_count) {
+    const std::string bin = bt::bankml_bin(), p8 = prompt_file(), q1 = bt::data_path("tiny-q1_0.gguf");
+    auto run = [&](const std::string& extra) {
+        auto r = bt::run_cmd(bin + " run -m " + q1 + " -f " + p8 + " -n 40 --ignore-eos --json " + extra);
+        CHECK_EQ(r.code, 0);
+        return json_ids_of(r.out);
+    };
+    auto a = run("--seed 5 -t 1"), b = run("--seed 5 -t 2"), c = run("--seed 6 -t 2");
+    CHECK_EQ(a.size(), 40u);
+    CHECK(a == b);
+    CHECK(a != c);
+    auto d = run("--seed 5 -t 2 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --repeat-penalty 1.3");
+    CHECK(d == run("--seed 5 -t 1 --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --repeat-penalty 1.3"));
+    CHECK(d != a);
+}
+
+TEST(generate_cli_stops_context_chat_and_errors) {
+    const std::string bin = bt::bankml_bin(), p8 = prompt_file(), q1 = bt::data_path("tiny-q1_0.gguf");
+    // Context full: 8 prompt tokens in a context of 12: 4 more evaluated, 5 sampled; said on stderr.
+    auto full = bt::run_cmd(bin + " run -m " + q1 + " -f " + p8 + " -c 12 --ignore-eos --temp 0");
+    CHECK_EQ(full.code, 0);
+    CHECK(full.err.find("the context is full (12 tokens)") != std::string::npos);
+    CHECK(full.err.find("generated 5 tokens") != std::string::npos);
+    CHECK(full.err.find("stop: context_full") != std::string::npos);
+    // --stop: the text ends just before the first occurrence of the string.
+    auto base = bt::run_cmd(bin + " run -m " + q1 + " -f " + p8 + " --temp 0 --ignore-eos -n 30 --json");
+    REQUIRE_EQ(base.code, 0);
+    auto plain = bt::run_cmd(bin + " run -m " + q1 + " -f " + p8 + " --temp 0 --ignore-eos -n 30");
+    std::string text = plain.out.substr(0, plain.out.size() - 1);  // the final newline added for the terminal
+    REQUIRE(text.size() > 40u);
+    std::string stop = text.substr(text.size() / 2, 5);
+    auto s = bt::run_cmd(bin + " run -m " + q1 + " -f " + p8 + " --temp 0 --ignore-eos -n 30 --stop '" + stop + "'");
+    CHECK_EQ(s.code, 0);
+    CHECK_EQ(s.out, text.substr(0, text.find(stop)) + (text.find(stop) ? "\n" : ""));
+    CHECK(s.err.find("stop: stop") != std::string::npos);
+    // --chat: the prompt is the ChatML turn.
+    auto f = gguf::File::open(q1);
+    auto tok = Tokenizer::from_gguf(f);
+    auto want = tok.encode(chatml_render({{"system", "Be brief."}, {"user", "hi"}}, true, false));
+    auto c = bt::run_cmd(bin + " run -m " + q1 + " --chat --system 'Be brief.' --no-think -p hi -n 3 --temp 0 --json");
+    CHECK_EQ(c.code, 0);
+    CHECK_EQ(json_field(c.out, "n_prompt"), std::to_string(want.size()));
+    // Interactive chat on piped lines: two turns, then /exit.
+    auto chat = bt::run_cmd("printf 'hello\\nagain\\n/exit\\nnever\\n' | " + bin + " chat -m " + q1 + " -n 4 --temp 0 --timings");
+    CHECK_EQ(chat.code, 0);
+    size_t turns = 0;
+    for (size_t p = 0; (p = chat.err.find("generated 4 tokens", p)) != std::string::npos; ++p) ++turns;
+    CHECK_EQ(turns, 2u);
+    // Errors: one line, the right exit code.
+    struct Bad {
+        std::string args;
+        int code;
+        const char* msg;
+    };
+    const Bad bad[] = {
+        {"-p hi", 2, "-m FILE is required"},
+        {"-m " + q1, 2, "give a prompt"},
+        {"-m " + q1 + " -p hi --tokens 1", 2, "not both"},
+        {"-m " + q1 + " --tokens 1 --temp 0", 2, "--temp needs a text prompt"},
+        {"-m " + q1 + " -p hi --stop ''", 2, "--stop wants"},
+        {"-m " + q1 + " -p hi --seed -1", 2, "--seed wants"},
+        {"-m " + q1 + " -p hi --top-p 2", 2, "--top-p must be between"},
+        {"-m " + q1 + " -p hi --system x", 2, "go with --chat"},
+        {"-m " + q1 + " -p ''", 2, "the prompt is empty"},
+        {"-m " + q1 + " -f " + p8 + " -c 4", 1, "the prompt has 8 tokens"},
+    };
+    for (const auto& b : bad) {
+        auto e = bt::run_cmd(bin + " run " + b.args);
+        CHECK_EQ(e.code, b.code);
+        CHECK_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1);
+        if (!CHECK(e.err.find(b.msg) != std::string::npos)) bt::fail(__FILE__, __LINE__, b.args + " -> " + e.err);
+    }
+}

@@ -47,6 +47,32 @@ static Gpu* test_gpu() {
 
 static uint32_t fbits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }
 
+TEST(q1_0_lane_sum_matches_the_plain_loop) {
+    auto plain = [](uint32_t q, uint32_t nib) {
+        int s = 0;
+        for (int t = 0; t < 4; ++t) {
+            int8_t x = int8_t(q >> (8 * t));
+            s += (nib >> t) & 1 ? x : int8_t(-int(x));
+        }
+        return s;
+    };
+    long bad = 0;
+    // Every pair of byte values in every position pair, with -128 and 0 around them, every nibble.
+    for (uint32_t nib = 0; nib < 16; ++nib)
+        for (uint32_t a = 0; a < 256; ++a)
+            for (uint32_t b = 0; b < 256; ++b) {
+                uint32_t q1 = a | b << 8 | 0x80u << 16 | 0u << 24, q2 = 0x80u | a << 8 | 0u << 16 | b << 24;
+                bad += plain(q1, nib) != kernels::q1_0_lane_sum(q1, nib);
+                bad += plain(q2, nib) != kernels::q1_0_lane_sum(q2, nib);
+            }
+    std::mt19937 rng(3);
+    for (int k = 0; k < 2000000; ++k) {
+        uint32_t q = rng(), nib = rng() & 15;
+        bad += plain(q, nib) != kernels::q1_0_lane_sum(q, nib);
+    }
+    CHECK_EQ(bad, 0L);
+}
+
 TEST(pack_q1_0_is_block_major_and_exact) {
     // 2 rows × 256: scales 1.0, -2.0, 0.5, 65504 (f16 0x3C00, 0xC000, 0x3800, 0x7BFF).
     std::vector<uint8_t> w(2 * 2 * 18, 0);
@@ -85,7 +111,7 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     kernels::VerifyOptions opt;
     opt.full = false;
     auto lines = kernels::verify_q1_0(*g, opt);
-    CHECK_EQ(lines.size(), 6u);
+    CHECK_EQ(lines.size(), 8u);  // 1, 4, 9 (4 + 4 + 1: unrolled and single) and 8 blocks per row
     for (auto& l : lines) CHECK(l.find("rows bit-exact") != std::string::npos);
     // And directly: a shape that is not a multiple of a workgroup, against the CPU kernel.
     size_t rows = 77, n = 384;
@@ -98,7 +124,7 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     auto pw = kernels::pack_q1_0(w, rows, n);
     auto pa = kernels::pack_act(q8, n);
     Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
-    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.quants), out = g->buffer(rows * 4 + 64);
+    Buffer as = g->upload<float>(pa.scales), aq = g->upload<int32_t>(pa.lane_sums), out = g->buffer(rows * 4 + 64);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
     for (int k = 0; k < 2; ++k) {
@@ -181,16 +207,17 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
     auto d = bt::run_cmd(bt::bankml_bin() + " gpu --dump-spirv " + dir + "/spv");
     CHECK_EQ(d.code, 0);
     CHECK_EQ(bt::read_file(dir + "/spv/q1_0_mat_vec8.spv").size(), kernels::q1_0_mat_vec8().size() * 4);
-    // On lavapipe (allowed for the test) the full oracle passes, and a corrupted row is refused.
+    // On lavapipe (allowed for the test) the oracle passes (small shapes: the full ones are for
+    // `bankml gpu --verify` itself), and a corrupted row is refused.
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
     if (!lavapipe) SKIP("no software renderer here to run the full --verify on");
-    auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 " + bt::bankml_bin() + " gpu --verify");
+    auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(ok.code, 0);
-    CHECK(ok.out.find("q1_0_mat_vec8 12288×4096 random: 12288 of 12288 rows bit-exact") != std::string::npos);
-    CHECK(ok.out.find("q1_0_mat_vec 2048×12288 layer: 2048 of 2048 rows bit-exact") != std::string::npos);
+    CHECK(ok.out.find("q1_0_mat_vec8 67×512 random: 67 of 67 rows bit-exact") != std::string::npos);
+    CHECK(ok.out.find("q1_0_mat_vec 136×1024 layer: 136 of 136 rows bit-exact") != std::string::npos);
     CHECK(ok.out.find("verified: bankml may use this card") != std::string::npos);
-    auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_CORRUPT_ROW=3 " + bt::bankml_bin() + " gpu --verify");
+    auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 BANKML_GPU_TEST_CORRUPT_ROW=3 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(bad.code, 2);
     CHECK(bad.out.find("NOT VERIFIED — q1_0_mat_vec 64×128 random: row 3 differs") != std::string::npos);
     CHECK(bad.out.find("; bankml will not use this card\n") != std::string::npos);
@@ -214,6 +241,7 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     CHECK_EQ(r.code, 0);
     CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
     CHECK(r.out.find("device copy 8 MiB") != std::string::npos);
+    CHECK(r.out.find("shader copy 8 MiB") != std::string::npos);
     CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
     CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
     CHECK(r.out.find("DIFFER") == std::string::npos);  // the benchmark's results are the CPU's bits too

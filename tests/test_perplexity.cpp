@@ -98,3 +98,76 @@ TEST(perplexity_rejects_short_text_and_wrong_logit_counts) {
     CHECK_THROWS(perplexity(enough, 16, 5, eval), "returned 64 logits");
     CHECK_THROWS(perplexity(enough, 2, 4, eval), "at least 4");
 }
+
+namespace {
+
+struct PplRun {
+    std::vector<double> running;
+    double ppl = 0, err = 0;
+};
+
+// Reads "[1]v,[2]v,..." and "Final estimate: PPL = X +/- Y" lines.
+PplRun parse_ppl(const std::string& text) {
+    PplRun r;
+    size_t p = 0;
+    while ((p = text.find('[', p)) != std::string::npos) {
+        size_t close = text.find(']', p), comma = text.find(',', p);
+        if (close == std::string::npos || comma == std::string::npos) break;
+        r.running.push_back(std::stod(text.substr(close + 1, comma - close - 1)));
+        p = comma;
+    }
+    size_t f = text.find("Final estimate: PPL = ");
+    if (f != std::string::npos) {
+        std::string rest = text.substr(f + 22);
+        r.ppl = std::stod(rest);
+        size_t pm = rest.find("+/- ");
+        if (pm != std::string::npos) r.err = std::stod(rest.substr(pm + 4));
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST(perplexity_cli_matches_llama_cpp_within_one_percent_chunk_by_chunk) {
+    // tiny-perplexity.txt: llama-perplexity -c 128 on ppl-text.txt for the three tiny models.
+    std::string oracle(reinterpret_cast<const char*>(bt::read_file(bt::data_path("tiny-perplexity.txt")).data()),
+                       bt::read_file(bt::data_path("tiny-perplexity.txt")).size());
+    for (const char* type : {"q1_0", "q2_0", "f16"}) {
+        std::string head = std::string("model tiny-") + type + ".gguf ctx 128";
+        size_t at = oracle.find(head);
+        REQUIRE(at != std::string::npos);
+        size_t end = oracle.find("model tiny-", at + 1);
+        PplRun want = parse_ppl(oracle.substr(at, end == std::string::npos ? std::string::npos : end - at));
+        REQUIRE_EQ(want.running.size(), 17u);
+        auto r = bt::run_cmd(bt::bankml_bin() + " perplexity -m " + bt::data_path(std::string("tiny-") + type + ".gguf") +
+                             " -f " + bt::data_path("ppl-text.txt") + " -c 128 -t 2");
+        REQUIRE_EQ(r.code, 0);
+        PplRun got = parse_ppl(r.out);
+        REQUIRE_EQ(got.running.size(), want.running.size());
+        for (size_t i = 0; i < want.running.size(); ++i)
+            if (!CHECK_LE(std::fabs(got.running[i] / want.running[i] - 1), 0.01))
+                bt::fail(__FILE__, __LINE__, std::string(type) + " chunk " + std::to_string(i + 1));
+        CHECK_LE(std::fabs(got.ppl / want.ppl - 1), 0.01);
+        CHECK_LE(std::fabs(got.err / want.err - 1), 0.01);
+        // llama-perplexity's format: one line of chunks, then the estimate.
+        CHECK_EQ(r.out.rfind("[1]", 0), 0u);
+        CHECK(r.out.find(",\nFinal estimate: PPL = ") != std::string::npos);
+        CHECK(r.err.find("calculating perplexity over 17 chunks, n_ctx=128") != std::string::npos);
+    }
+}
+
+TEST(perplexity_cli_errors) {
+    const std::string bin = bt::bankml_bin(), q1 = bt::data_path("tiny-q1_0.gguf");
+    auto short_text = bt::run_cmd(bin + " perplexity -m " + q1 + " -f " + bt::data_path("tokenizer-cases.txt") + " -c 512");
+    CHECK_EQ(short_text.code, 1);
+    CHECK(short_text.err.find("needs at least 1024") != std::string::npos);
+    auto no_file = bt::run_cmd(bin + " perplexity -m " + q1);
+    CHECK_EQ(no_file.code, 2);
+    auto missing = bt::run_cmd(bin + " perplexity -m " + q1 + " -f /nonexistent.txt");
+    CHECK_EQ(missing.code, 1);
+    CHECK(missing.err.find("/nonexistent.txt") != std::string::npos);
+    auto json = bt::run_cmd(bin + " perplexity --json -m " + q1 + " -f " + bt::data_path("ppl-text.txt") + " -c 512");
+    CHECK_EQ(json.code, 0);
+    CHECK(json.out.find("\"n_chunks\":4") != std::string::npos);
+    CHECK(json.out.find("\"n_scored\":1020") != std::string::npos);  // 4 chunks x 255
+}

@@ -235,9 +235,9 @@ TEST(quant_kernels_env_forces_the_reference) {
 
 #include "quant/kernels_impl.h"
 
-// The batch kernel's two inner loops (AVX-VNNI where the CPU has it, AVX2 otherwise and for columns
-// holding -128) against the reference, on quantized columns (no -128) and raw ones (with -128).
-TEST(quant_q1_0_batch_vnni_and_avx2_loops_equal_reference) {
+// The Q1_0 fast loops, batch and decode (AVX-VNNI where the CPU has it, AVX2 otherwise and for
+// columns holding -128) against the reference, on quantized columns (no -128) and raw ones (with -128).
+TEST(quant_q1_0_vnni_and_avx2_loops_equal_reference) {
     if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C");
     std::mt19937 g(21);
     std::normal_distribution<float> nd;
@@ -259,5 +259,13 @@ TEST(quant_q1_0_batch_vnni_and_avx2_loops_equal_reference) {
         std::vector<float> y(rows * ncols, -1.0f);
         detail::q1_0_rows_avx2(w.data(), cols, 0, rows, x.data(), p, ncols, y.data(), rows);
         CHECK(same(ref, y));
+        // One column at a time: the decode loops (VNNI for columns 0-4, AVX2 for column 5).
+        for (size_t c = 0; c < ncols; ++c) {
+            detail::Prepared p1;
+            detail::q1_0_prepare(xb + c * (cols / 32), cols, 1, p1, vnni);
+            std::vector<float> y1(rows, -1.0f);
+            detail::q1_0_rows_avx2(w.data(), cols, 0, rows, xb + c * (cols / 32), p1, 1, y1.data(), rows);
+            CHECK(std::memcmp(y1.data(), ref.data() + c * rows, rows * 4) == 0);
+        }
     }
 }

@@ -3,8 +3,14 @@
 // the real Qwen3 vocabulary, special tokens, decoding and the streaming hold-back.
 #include <fstream>
 #include <random>
-#include <regex>
 #include <sstream>
+
+// libstdc++ 12's regex compiler trips -Wmaybe-uninitialized inside its own headers at -O1 with
+// the sanitizers (a false positive in std::function's move); keep the build clean.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <regex>
+#pragma GCC diagnostic pop
 
 #include "model/gguf.h"
 #include "model/tokenizer.h"

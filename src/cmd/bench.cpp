@@ -10,18 +10,22 @@
 
 namespace bankml::cmd {
 
+static int run_kernels(const std::vector<std::string>& args) {
+    cli::Args f(args, {{"--time", true}, {"--quick", false}});
+    return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")});
+}
+
 static const SubBench BENCHES[] = {
     {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
     {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
-    {"none", "placeholder until the first benchmark lands", nullptr},
-    {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads [--time S] [--quick]", [](const std::vector<std::string>& a) { cli::Args f(a, {{"--time", true}, {"--quick", false}}); return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")}); }},
+    {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads", run_kernels},
     {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
     if (!args.empty() && args[0].size() && args[0][0] != '-') {
         for (const auto& b : BENCHES)
-            if (args[0] == b.name && b.run) return b.run({args.begin() + 1, args.end()});
+            if (args[0] == b.name) return b.run({args.begin() + 1, args.end()});
         throw UsageError("unknown benchmark '" + args[0] + "'");
     }
     return run_model_bench(args);
@@ -39,6 +43,7 @@ const cli::Command bench_command = {
     "(q1_0, q2_0, f16, f32; default q1_0) to a temporary file, seeded by --seed (default 7).\n\n"
     "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
     "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n"
+    "  kernels [--time S] [--quick]   CPU kernels: reference vs fast vs a ggml-shaped baseline, 1 and all threads\n"
     "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n",
     run_bench};
 

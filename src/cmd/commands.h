@@ -15,5 +15,7 @@ extern const cli::Command synth_command;
 extern const cli::Command run_command;
 extern const cli::Command tokenize_command;
 extern const cli::Command detokenize_command;
+extern const cli::Command chat_command;
+extern const cli::Command perplexity_command;
 
 }  // namespace bankml::cmd

@@ -39,7 +39,7 @@ int gpu_verify(bool full) {
         try {
             gpu::Gpu g = gpu::Gpu::open(d.backend_index);
             gpu::kernels::VerifyOptions opt;
-            opt.full = full;
+            opt.full = full && !std::getenv("BANKML_GPU_TEST_SMALL");  // tests: the small shapes
             // Test hook: BANKML_GPU_TEST_CORRUPT_ROW=N moves row N of every result one ulp, to show
             // that a card whose output differs is refused (tests/test_gpu_kernels.cpp).
             if (const char* v = std::getenv("BANKML_GPU_TEST_CORRUPT_ROW")) {

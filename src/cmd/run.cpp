@@ -4,10 +4,17 @@
 #include <cstdio>
 #include <string>
 
+#include <fstream>
+#include <iterator>
+
 #include "cmd/commands.h"
 #include "cmd/json_text.h"
+#include "cmd/json_utf8.h"
+#include "cmd/text_gen.h"
 #include "core/error.h"
+#include "model/chat.h"
 #include "model/forward.h"
+#include "model/tokenizer.h"
 
 namespace bankml::cmd {
 
@@ -21,16 +28,8 @@ static std::string join_ids(const std::vector<int32_t>& v, const char* sep) {
     return s;
 }
 
-static int run_run(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"-m|--model", true},
-                       {"--tokens", true},
-                       {"-n|--n-predict", true},
-                       {"-t|--threads", true},
-                       {"-c|--ctx-size", true},
-                       {"--kv", true},
-                       {"--json", false}});
-    if (!a.has("model")) throw UsageError("-m FILE is required");
-    if (!a.has("tokens")) throw UsageError("--tokens 1,2,3 is required");
+// --tokens: the prompt as ids, greedy ids out (the forward pass's check against llama.cpp).
+static int run_tokens(const cli::Args& a) {
     auto list = cli::parse_int_list(a.get("tokens", ""));
     if (!list || list->empty()) throw UsageError("--tokens wants a comma list of token ids, got '" + a.get("tokens", "") + "'");
     std::vector<int32_t> prompt;
@@ -89,18 +88,103 @@ static int run_run(const std::vector<std::string>& args) {
     return 0;
 }
 
+// Flags that only make sense with a text prompt.
+static const char* const TEXT_ONLY[] = {"temp", "top-k", "top-p", "min-p", "repeat-penalty", "repeat-last-n",
+                                        "seed", "stop", "ignore-eos", "chat", "system", "no-think"};
+
+// -p / -f: text in, streamed text out.
+static int run_text(const cli::Args& a) {
+    std::string prompt_text;
+    if (auto f = a.value("file")) {
+        if (a.has("prompt")) throw UsageError("give -p TEXT or -f FILE, not both");
+        std::ifstream in(*f, std::ios::binary);
+        if (!in) throw Error("cannot open " + *f);
+        prompt_text.assign(std::istreambuf_iterator<char>(in), {});
+    } else {
+        prompt_text = a.get("prompt", "");
+    }
+    if (!a.has("chat") && (a.has("system") || a.has("no-think")))
+        throw UsageError("--system and --no-think go with --chat");
+    TextGenSettings st = parse_text_gen(a);
+    const bool json = a.has("json"), think = !a.has("no-think");
+
+    auto t0 = std::chrono::steady_clock::now();
+    auto m = model::Model::open(a.get("model", ""), st.model);
+    auto tok = model::Tokenizer::from_gguf(m->file());
+    const double load_s = seconds_since(t0);
+    std::vector<int32_t> prompt;
+    if (a.has("chat")) {
+        std::vector<model::ChatMessage> msgs;
+        if (a.has("system")) msgs.push_back({"system", a.get("system", "")});
+        msgs.push_back({"user", prompt_text});
+        prompt = tok.encode(model::chatml_render(msgs, true, think), true);
+        st.gen.hide_think = !think;
+    } else {
+        // A completion prompt: control tokens written in it are parsed, as llama-cli does.
+        prompt = tok.encode(prompt_text, true, true);
+    }
+    if (prompt.empty()) throw UsageError("the prompt is empty (-p TEXT)");
+
+    model::Sampler sampler(st.sampling);
+    ModelLogits src(*m);
+    auto r = model::generate(src, tok, sampler, prompt, st.gen, [&](std::string_view t) {
+        if (json) return;
+        std::fwrite(t.data(), 1, t.size(), stdout);
+        std::fflush(stdout);
+    });
+    if (json) {
+        std::printf("%s\n", result_json(r, st.sampling.seed, load_s, m->threads(), m->n_ctx()).c_str());
+        return 0;
+    }
+    if (!r.text.empty() && r.text.back() != '\n') std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (r.reason == model::StopReason::ContextFull)
+        std::fprintf(stderr, "bankml run: the context is full (%d tokens); raise it with -c\n", m->n_ctx());
+    std::fprintf(stderr, "bankml run: %s\n", timing_line(r, st.sampling.seed).c_str());
+    return 0;
+}
+
+static int run_run(const std::vector<std::string>& args) {
+    std::vector<cli::Flag> flags = {{"-m|--model", true}, {"--tokens", true}, {"-p|--prompt", true},
+                                    {"-f|--file", true},  {"--chat", false},  {"--system", true},
+                                    {"--no-think", false}, {"--json", false}};
+    for (const auto& f : text_gen_flags()) flags.push_back(f);
+    cli::Args a(args, flags);
+    if (!a.has("model")) throw UsageError("-m FILE is required");
+    const int sources = int(a.has("tokens")) + int(a.has("prompt") || a.has("file"));
+    if (sources == 0) throw UsageError("give a prompt: -p TEXT, -f FILE or --tokens 1,2,3");
+    if (a.has("tokens")) {
+        if (sources > 1) throw UsageError("give -p/-f or --tokens, not both");
+        for (const char* k : TEXT_ONLY)
+            if (a.has(k)) throw UsageError(std::string("--") + k + " needs a text prompt (-p); --tokens runs greedy");
+        return run_tokens(a);
+    }
+    return run_text(a);
+}
+
 const cli::Command run_command = {
     "run", "greedy continuation of a prompt of token ids with a qwen3 GGUF model",
-    "usage: bankml run -m FILE --tokens 1,2,3 [-n 64] [-t THREADS] [-c CTX] [--kv f16|f32] [--json]\n\n"
-    "Runs the prompt's token ids through the model in one batch, then appends the most likely token\n"
-    "n times (greedy), and prints the generated ids on one line (timings on stderr). --json prints one\n"
-    "object: the prompt, the tokens and the timings (load, prompt tokens/s, decode tokens/s).\n\n"
-    "  -m FILE       a qwen3 GGUF (Q1_0, Q2_0, F16 or F32 matrices)\n"
+    "usage: bankml run -m FILE -p TEXT [--chat [--system TEXT] [--no-think]] [OPTIONS]\n"
+    "       bankml run -m FILE --tokens 1,2,3 [-n 64] [-t N] [-c N] [--kv f16|f32] [--json]\n\n"
+    "With -p (or -f FILE), completes the text: the model's continuation is streamed to stdout as it\n"
+    "is generated (never half a character), then the timings go to stderr (prompt and generation\n"
+    "tokens/s, why it stopped, the seed). It stops at an end-of-generation token (<|im_end|>,\n"
+    "<|endoftext|>, the file's EOS), after -n tokens, before a --stop string, or when the context is\n"
+    "full (and says so). --chat wraps the text as one ChatML user turn (the Qwen3 template) and\n"
+    "prints the assistant's reply; --no-think asks for an answer without reasoning (the empty think\n"
+    "block) and hides any that comes. --json prints one object at the end instead: text, ids,\n"
+    "stop_reason (eog, length, stop, context_full), n_prompt, n_gen, seed, threads, ctx, timings.\n\n"
+    "With --tokens, runs the ids through the model and appends the most likely token n times\n"
+    "(greedy, default 64, end tokens included), printing the ids (the forward pass's check against\n"
+    "llama.cpp; --json: the prompt, the tokens and the timings).\n\n"
+    "  -m FILE       a qwen3 GGUF (Q1_0, Q2_0, F16 or F32 matrices) with its tokenizer\n"
+    "  -p TEXT       the prompt; -f FILE reads it from a file\n"
     "  --tokens IDS  the prompt, comma-separated token ids\n"
-    "  -n N          tokens to generate (default 64; stops early if the context fills)\n"
-    "  -t N          threads (default: BANKML_THREADS, else every core)\n"
-    "  -c N          context size (default: the model's, at most 4096)\n"
-    "  --kv f16|f32  the key/value cache's precision (default f16, as llama.cpp)\n",
+    "  --chat        one chat turn: -p is the user's message\n"
+    "  --system TEXT the system message (with --chat)\n"
+    "  --no-think    no reasoning (with --chat)\n"
+    "  --json        one JSON object instead of the stream\n"
+    BANKML_TEXT_GEN_HELP,
     run_run};
 
 }  // namespace bankml::cmd

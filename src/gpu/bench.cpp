@@ -38,6 +38,27 @@ std::vector<uint32_t> empty_kernel() {
     return m.words();
 }
 
+// dst[i] = src[i] over `count` 16-byte elements, each invocation striding by the whole grid: the
+// card's memory bandwidth as its shader cores see it (vkCmdCopyBuffer may use a copy engine).
+std::vector<uint32_t> copy_kernel() {
+    spirv::Module m;
+    uint32_t u = m.t_u32(), u4 = m.t_vec(u, 4), bl = m.t_bool();
+    uint32_t src = m.storage_buffer(u4, 0, true, "src", 16), dst = m.storage_buffer(u4, 1, false, "dst", 16);
+    uint32_t push = m.push_constants(2);
+    uint32_t gid = m.builtin_u32x3(spirv::BuiltInGlobalInvocationId);
+    m.entry_point(kernels::LOCAL_SIZE);
+    m.begin_main();
+    uint32_t i = m.local_var(u);
+    auto pc = [&](uint32_t k) { return m.load(u, m.op(spirv::OpAccessChain, m.t_ptr(spirv::StoragePushConstant, u), {push, m.c_u32(k)})); };
+    uint32_t count = pc(0), stride = pc(1);
+    m.store(i, m.builtin_x(gid));
+    m.loop([&] { return m.op(spirv::OpULessThan, bl, {m.load(u, i), count}); },
+           [&] { uint32_t at = m.load(u, i); m.store_elem(u4, dst, at, m.load_elem(u4, src, at)); },
+           [&] { m.store(i, m.op(spirv::OpIAdd, u, {m.load(u, i), stride})); });
+    m.end_main();
+    return m.words();
+}
+
 void line(const char* fmt, auto... args) {
     std::printf(fmt, args...);
     std::fflush(stdout);  // partial results survive a time limit
@@ -68,14 +89,14 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     {
         Pipeline p = g.pipeline(empty_kernel(), 0, 0);
         int runs = quick ? 200 : 5000;
-        std::vector<double> t;
+        std::vector<double> t, dev;
         for (int i = 0; i < runs + 20; ++i) {
             auto t0 = Clock::now();
             g.run(p, {}, {}, 1);
-            if (i >= 20) t.push_back(since_us(t0));
+            if (i >= 20) t.push_back(since_us(t0)), dev.push_back(g.last_dispatch_us());
         }
-        line("empty dispatch round trip (submit + wait): median %.1f us, best %.1f us over %d runs\n", median(t),
-             *std::min_element(t.begin(), t.end()), runs);
+        line("empty dispatch round trip (submit + wait): median %.1f us, best %.1f us over %d runs; on the card %.1f us\n",
+             median(t), *std::min_element(t.begin(), t.end()), runs, median(dev));
     }
 
     // 2. Device-to-device copy bandwidth (read + write counted).
@@ -91,6 +112,23 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         double best = *std::min_element(t.begin(), t.end());
         line("device copy %zu MiB (vkCmdCopyBuffer, submit + wait): best %.3f ms = %.1f GB/s read+write\n", copy_mib,
              best / 1000, 2.0 * double(bytes) / best / 1e3);
+        Pipeline cp = g.pipeline(copy_kernel(), 2, 8);
+        size_t count = bytes / 16;
+        uint32_t groups = uint32_t(std::min<size_t>(65535, (count + kernels::LOCAL_SIZE - 1) / kernels::LOCAL_SIZE));
+        uint32_t push[] = {uint32_t(count), groups * kernels::LOCAL_SIZE};
+        const Buffer* bufs[] = {&s, &d};
+        std::vector<double> dev;
+        t.clear();
+        for (int i = 0; i < (quick ? 3 : 6); ++i) {
+            auto t0 = Clock::now();
+            g.run(cp, bufs, push, groups);
+            if (i) t.push_back(since_us(t0)), dev.push_back(g.last_dispatch_us());
+        }
+        best = *std::min_element(t.begin(), t.end());
+        double dbest = *std::min_element(dev.begin(), dev.end());
+        line("shader copy %zu MiB (16-byte loads and stores, submit + wait): best %.3f ms = %.1f GB/s read+write; "
+             "on the card %.3f ms = %.1f GB/s\n", copy_mib, best / 1000, 2.0 * double(bytes) / best / 1e3, dbest / 1000,
+             dbest > 0 ? 2.0 * double(bytes) / dbest / 1e3 : 0.0);
         g.free(s);
         g.free(d);
     } catch (const std::exception& e) {
@@ -104,7 +142,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     int reps = quick ? 3 : 10;
     Pipeline p1 = g.pipeline(kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
     Pipeline p8 = g.pipeline(kernels::q1_0_mat_vec8(), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
-    line("%-16s %-15s %10s %10s %8s\n", "shape", "kernel", "median ms", "best ms", "GB/s");
+    line("%-16s %-15s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
     std::mt19937_64 rng(42);
     for (auto [rows, cols] : shapes) {
         size_t wbytes = rows * cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
@@ -134,26 +172,29 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         auto pw = kernels::pack_q1_0(w, rows, cols);
         auto pa = kernels::pack_act(x, cols);
         Buffer bs = g.upload<float>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
-        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.quants), out = g.buffer(rows * 4);
+        Buffer as = g.upload<float>(pa.scales), aq = g.upload<int32_t>(pa.lane_sums), out = g.buffer(rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
         for (int k = 0; k < 2; ++k) {
             uint32_t groups = k ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows);
-            std::vector<double> t;
+            std::vector<double> t, dev;
             for (int i = 0; i < reps + 1; ++i) {
                 auto t0 = Clock::now();
                 g.run(k ? p8 : p1, bufs, push, groups);
-                if (i) t.push_back(since_us(t0));
+                if (i) t.push_back(since_us(t0)), dev.push_back(g.last_dispatch_us());
             }
+            double dev_best = *std::min_element(dev.begin(), dev.end());
             auto got = g.read_f32(out, rows);
             bool same = std::memcmp(got.data(), cpu.data(), rows * 4) == 0;
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-15s %10.3f %10.3f %8.1f%s\n", shape, k ? "q1_0_mat_vec8" : "q1_0_mat_vec", median(t) / 1000,
-                 best / 1000, double(wbytes) / best / 1e3, same ? "" : "  (BITS DIFFER FROM THE CPU)");
+            line("%-16s %-15s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, k ? "q1_0_mat_vec8" : "q1_0_mat_vec",
+                 median(t) / 1000, best / 1000, double(wbytes) / best / 1e3, median(dev) / 1000,
+                 dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)");
         }
         for (Buffer* b : {&bs, &bb, &as, &aq, &out}) g.free(*b);
     }
-    line("GB/s: Q1_0 weight bytes (rows·cols/128·18) / best time; kernel times are submit + wait.\n");
+    line("GB/s: Q1_0 weight bytes (rows·cols/128·18) / best time. ms: submit + wait on the host;\n"
+         "card ms: median between timestamps around the dispatch (card GB/s from the best); negative: no timestamps.\n");
     return 0;
 }
 

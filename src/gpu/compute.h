@@ -78,6 +78,9 @@ public:
     void submit(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
     // Waits for the submission in flight (throws if there is none).
     void wait();
+    // The card's own time for the last waited dispatch (timestamps around it), in microseconds;
+    // negative where the queue has no timestamps.
+    double last_dispatch_us() const;
     // One vkCmdCopyBuffer of `bytes` from src to dst, submitted and waited for (the bandwidth bench).
     void copy(const Buffer& src, const Buffer& dst, size_t bytes);
 

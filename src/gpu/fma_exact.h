@@ -11,11 +11,14 @@
 // The sequence:
 //   b_hi = b with its low 12 mantissa bits cleared, b_lo = b - b_hi      (both exact, <= 12 bits)
 //   p1 = a·b_hi, p2 = a·b_lo                                               (exact: <= 24 bits each)
-//   (uh, ul) = TwoSum(p1, p2)           uh = RN(a·b), ul = a·b - uh       (Knuth, exact)
+//   (uh, ul) = Fast2Sum(p1, p2)         uh = RN(a·b), ul = a·b - uh       (Dekker, exact: |p1| > |p2|
+//                                       as b_lo < 2^-11·b_hi, or p1 = 0)
 //   (th, tl) = TwoSum(c, uh)            th + tl = c + uh                  (exact)
 //   v = RO(tl + ul)                     round to odd, from RN and TwoSum's error
 //   result = RN(th + v)                 Boldo & Melquiond 2008: one rounding of a·b + c
-//   a zero result is replaced by RN(RN(a·b) + c), which gives a zero its IEEE sign
+//   a zero result is replaced by RN(RN(a·b) + c), which gives a zero its IEEE sign (only
+//   fma(x, y, -0) needs it; callers whose c is never -0, like the kernels' accumulators that
+//   start at +0, pass signed_zero = false and save four operations)
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -40,13 +43,20 @@ inline void two_sum_ref(float a, float b, float& s, float& e) {
     e = add(sub(a, aa), sub(b, bb));
 }
 
-inline float fma_exact_ref(float a, float b, float c) {
+// Dekker's Fast2Sum: s = RN(a + b) and the exact error, when a = 0 or |a| >= |b|.
+inline void fast_two_sum_ref(float a, float b, float& s, float& e) {
+    using namespace fma_detail;
+    s = add(a, b);
+    e = sub(b, sub(s, a));
+}
+
+inline float fma_exact_ref(float a, float b, float c, bool signed_zero = true) {
     using namespace fma_detail;
     float b_hi = from_bits(bits(b) & 0xFFFFF000u);
     float b_lo = sub(b, b_hi);
     float p1 = mul(a, b_hi), p2 = mul(a, b_lo);
     float uh, ul, th, tl, s, e;
-    two_sum_ref(p1, p2, uh, ul);
+    fast_two_sum_ref(p1, p2, uh, ul);
     two_sum_ref(c, uh, th, tl);
     two_sum_ref(tl, ul, s, e);
     // Round to odd: an inexact sum whose nearest value has an even last bit moves one step toward
@@ -57,7 +67,7 @@ inline float fma_exact_ref(float a, float b, float c) {
     float r = add(th, from_bits(vb));
     // A zero result takes its sign from plain a·b + c (exact here: the sum is exactly zero), as
     // the sequence above would turn fma(-0, 1, -0) into +0.
-    return r == 0.0f ? add(mul(a, b), c) : r;
+    return signed_zero && r == 0.0f ? add(mul(a, b), c) : r;
 }
 
 }  // namespace bankml::gpu

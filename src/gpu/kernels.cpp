@@ -22,7 +22,7 @@ namespace {
 // What both kernels share: the types, the five buffers, the push block and a few constants.
 struct Kernel {
     Module m;
-    uint32_t u = 0, i = 0, f = 0, bl = 0;
+    uint32_t u = 0, u4 = 0, i = 0, f = 0, bl = 0;
     uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
@@ -32,9 +32,10 @@ struct Kernel {
         f = m.t_f32();
         bl = m.t_bool();
         ws = m.storage_buffer(f, 0, true, "weight_scales");
-        wb = m.storage_buffer(u, 1, true, "weight_bits");
+        u4 = m.t_vec(u, 4);
+        wb = m.storage_buffer(u4, 1, true, "weight_bits", 16);  // one uvec4 (16 bytes) per block
         as = m.storage_buffer(f, 2, true, "act_scales");
-        aq = m.storage_buffer(i, 3, true, "act_quants");
+        aq = m.storage_buffer(i, 3, true, "act_lane_sums");
         out = m.storage_buffer(f, 4, false, "out");
         push = m.push_constants(2);
         gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
@@ -54,53 +55,64 @@ struct Kernel {
     uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
     uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
 
-    // One lane's exact integer sum over a 32-element sub-block: four products of a sign bit and an
-    // i8 quant. A clear bit negates the quant in i8, where -(-128) wraps to -128 as in ggml.
-    uint32_t lane_sum(uint32_t word, uint32_t lane, uint32_t qword) {
-        uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lane, m.c_u32(2)})}), m.c_u32(15)});
-        uint32_t sum = 0;
-        for (uint32_t k = 0; k < 4; ++k) {
-            uint32_t x = m.op(OpShiftRightArithmetic, i, {m.op(OpShiftLeftLogical, i, {qword, m.c_u32(24 - 8 * k)}), m.c_u32(24)});
-            uint32_t neg = m.op(OpShiftRightArithmetic, i, {m.op(OpShiftLeftLogical, i, {m.op(OpSNegate, i, {x}), m.c_u32(24)}), m.c_u32(24)});
-            uint32_t bit = m.op(OpINotEqual, bl, {m.op(OpBitwiseAnd, u, {nib, m.c_u32(1u << k)}), c0});
-            uint32_t term = m.op(OpSelect, i, {bit, x, neg});
-            sum = sum ? m.op(OpIAdd, i, {sum, term}) : term;
-        }
-        return sum;
+    // What one block needs from memory before its arithmetic: the weight scale, the 128 sign
+    // bits (one 16-byte load) and the four activation scales.
+    struct Loaded {
+        uint32_t b, d0, words, d1[4];
+    };
+    Loaded load_block(uint32_t row, uint32_t rows, uint32_t b) {
+        Loaded L{};
+        L.b = b;
+        uint32_t idx = add_u(mul_u(b, rows), row);
+        L.d0 = m.load_elem(f, ws, idx);
+        L.words = m.load_elem(u4, wb, idx);
+        for (uint32_t k = 0; k < 4; ++k) L.d1[k] = m.load_elem(f, as, add_u(mul_u(b, m.c_u32(4)), m.c_u32(k)));
+        return L;
     }
 
     // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):
     // ab = d1·s, then ab + d1·s (exact products: the CPU's fma(d1, s, ab) is this single
     // rounding), then acc = fma(d0, ab, acc) exactly.
-    void block(uint32_t row, uint32_t rows, uint32_t b, const std::vector<uint32_t>& lanes,
-               const std::vector<uint32_t>& acc_vars) {
-        uint32_t idx = add_u(mul_u(b, rows), row);
-        uint32_t d0 = m.load_elem(f, ws, idx);
+    void compute_block(const Loaded& L, const std::vector<uint32_t>& lanes, const std::vector<uint32_t>& acc_vars) {
         std::vector<uint32_t> ab(lanes.size(), 0);
         for (uint32_t k = 0; k < 4; ++k) {
-            uint32_t word = m.load_elem(u, wb, add_u(mul_u(idx, m.c_u32(4)), m.c_u32(k)));
-            uint32_t sub = add_u(mul_u(b, m.c_u32(4)), m.c_u32(k));
-            uint32_t d1 = m.load_elem(f, as, sub);
+            uint32_t word = m.op(OpCompositeExtract, u, {L.words, k});
+            uint32_t sub = add_u(mul_u(L.b, m.c_u32(4)), m.c_u32(k));
+            // The lane's sum for this sub-block and these four sign bits, from the activation's table.
+            uint32_t base = m.op(OpShiftLeftLogical, u, {sub, m.c_u32(7)});  // 8 lanes × 16 entries
             for (size_t l = 0; l < lanes.size(); ++l) {
-                uint32_t q = m.load_elem(i, aq, add_u(mul_u(sub, m.c_u32(8)), lanes[l]));
-                uint32_t s = m.op(OpConvertSToF, f, {lane_sum(word, lanes[l], q)});
-                uint32_t p = m.op(OpFMul, f, {d1, s});
+                uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(2)})}), m.c_u32(15)});
+                uint32_t at = add_u(add_u(base, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(4)})), nib);
+                uint32_t s = m.op(OpConvertSToF, f, {m.load_elem(i, aq, at)});
+                uint32_t p = m.op(OpFMul, f, {L.d1[k], s});
                 ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
             }
         }
         for (size_t l = 0; l < lanes.size(); ++l) {
             uint32_t acc = m.load(f, acc_vars[l]);
-            m.store(acc_vars[l], m.fma_exact({f, u, bl}, d0, ab[l], acc, cmask, c1, c0, cf0));
+            // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
+            m.store(acc_vars[l], m.fma_exact({f, u, bl}, L.d0, ab[l], acc, cmask, c1, c0, cf0, false));
         }
     }
 
-    // for (b = 0; b < blocks; ++b) block(...)
+    // for (b = 0; b < blocks; ++b) block b, in the same order. Blocks come UNROLL at a time with
+    // every load issued before the arithmetic, so a row's memory latency overlaps (each lane's
+    // chain over the blocks is sequential); the last blocks one at a time.
+    static constexpr uint32_t UNROLL = 4;
     void blocks_loop(uint32_t row, uint32_t rows, uint32_t blocks, const std::vector<uint32_t>& lanes,
                      const std::vector<uint32_t>& acc_vars, uint32_t bvar) {
         m.store(bvar, c0);
         for (uint32_t v : acc_vars) m.store(v, cf0);
+        m.loop([&] { return m.op(OpULessThanEqual, bl, {add_u(m.load(u, bvar), m.c_u32(UNROLL)), blocks}); },
+               [&] {
+                   uint32_t b = m.load(u, bvar);
+                   std::vector<Loaded> L;
+                   for (uint32_t j = 0; j < UNROLL; ++j) L.push_back(load_block(row, rows, j ? add_u(b, m.c_u32(j)) : b));
+                   for (const Loaded& x : L) compute_block(x, lanes, acc_vars);
+               },
+               [&] { m.store(bvar, add_u(m.load(u, bvar), m.c_u32(UNROLL))); });
         m.loop([&] { return m.op(OpULessThan, bl, {m.load(u, bvar), blocks}); },
-               [&] { block(row, rows, m.load(u, bvar), lanes, acc_vars); },
+               [&] { compute_block(load_block(row, rows, m.load(u, bvar)), lanes, acc_vars); },
                [&] { m.store(bvar, add_u(m.load(u, bvar), c1)); });
     }
 
@@ -195,11 +207,15 @@ PackedAct pack_act(std::span<const uint8_t> q8, size_t n) {
     if (q8.size() < blocks * Q8_0_BLOCK_BYTES) throw Error("pack_act: " + std::to_string(q8.size()) + " bytes for " + std::to_string(n) + " values");
     PackedAct a;
     a.scales.resize(blocks);
-    a.quants.resize(n / 4);
+    a.lane_sums.resize(blocks * 8 * 16);
     for (size_t b = 0; b < blocks; ++b) {
         const uint8_t* blk = q8.data() + b * Q8_0_BLOCK_BYTES;
         a.scales[b] = f16_to_f32(rd16(blk));
-        std::memcpy(&a.quants[b * 8], blk + 2, 32);  // little-endian: byte j of word w is quant 4w+j
+        for (size_t l = 0; l < 8; ++l) {
+            const uint8_t* q = blk + 2 + 4 * l;
+            uint32_t word = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+            for (uint32_t nib = 0; nib < 16; ++nib) a.lane_sums[(b * 8 + l) * 16 + nib] = q1_0_lane_sum(word, nib);
+        }
     }
     return a;
 }
@@ -254,10 +270,10 @@ std::string hex(float x) {
 std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
     std::vector<Case> cases;
     if (opt.full)
-        cases = {{"random", 64, 128}, {"random", 256, 1024}, {"random", 1024, 4096}, {"random", 4096, 4096},
+        cases = {{"random", 64, 128}, {"random", 256, 1024}, {"random", 200, 1152}, {"random", 1024, 4096}, {"random", 4096, 4096},
                  {"random", 12288, 4096}, {"random", 4096, 12288}, {"layer", 4096, 4096}, {"layer", 2048, 12288}};
     else
-        cases = {{"random", 64, 128}, {"random", 67, 512}, {"layer", 136, 1024}};
+        cases = {{"random", 64, 128}, {"random", 67, 512}, {"random", 40, 1152}, {"layer", 136, 1024}};
     Pipeline p1 = gpu.pipeline(q1_0_mat_vec(), Q1_0_BINDINGS, Q1_0_PUSH_BYTES);
     Pipeline p8 = gpu.pipeline(q1_0_mat_vec8(), Q1_0_BINDINGS, Q1_0_PUSH_BYTES);
     std::mt19937_64 rng(20260413);
@@ -273,7 +289,7 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         PackedQ1_0 pw = pack_q1_0(w, c.rows, c.n);
         PackedAct pa = pack_act(q8, c.n);
         Buffer bs = gpu.upload<float>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);
-        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<int32_t>(pa.quants);
+        Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<int32_t>(pa.lane_sums);
         Buffer out = gpu.buffer(c.rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(c.rows), uint32_t(c.n / Q1_0_BLOCK)};

@@ -107,8 +107,8 @@ void Module::name(uint32_t target, const std::string& n) {
     put(debug_, OpName, ops);
 }
 
-uint32_t Module::storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n) {
-    uint32_t arr = t_runtime_array(elem, 4);
+uint32_t Module::storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n, uint32_t stride) {
+    uint32_t arr = t_runtime_array(elem, stride);
     uint32_t st = t_struct({arr});
     decorate(st, DecorationBlock);
     member_decorate(st, 0, DecorationOffset, {0});
@@ -245,13 +245,14 @@ std::pair<uint32_t, uint32_t> Module::two_sum(uint32_t f, uint32_t a, uint32_t b
 }
 
 uint32_t Module::fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_t a, uint32_t b, uint32_t c,
-                           uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0) {
+                           uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0, bool signed_zero) {
     auto [f, u, bl] = tys;
     // The same sequence as fma_exact_ref (fma_exact.h), instruction for instruction.
     uint32_t b_hi = op(OpBitcast, f, {op(OpBitwiseAnd, u, {op(OpBitcast, u, {b}), c_mask})});
     uint32_t b_lo = op(OpFSub, f, {b, b_hi});
     uint32_t p1 = op(OpFMul, f, {a, b_hi}), p2 = op(OpFMul, f, {a, b_lo});
-    auto [uh, ul] = two_sum(f, p1, p2);
+    uint32_t uh = op(OpFAdd, f, {p1, p2});  // Fast2Sum: |p1| > |p2| or p1 = 0
+    uint32_t ul = op(OpFSub, f, {p2, op(OpFSub, f, {uh, p1})});
     auto [th, tl] = two_sum(f, c, uh);
     auto [s, e] = two_sum(f, tl, ul);
     uint32_t sb = op(OpBitcast, u, {s}), eb = op(OpBitcast, u, {e});
@@ -261,6 +262,7 @@ uint32_t Module::fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_
     uint32_t stepped = op(OpSelect, u, {larger, op(OpIAdd, u, {sb, c1}), op(OpISub, u, {sb, c1})});
     uint32_t vb = op(OpSelect, u, {op(OpLogicalAnd, bl, {inexact, even}), stepped, sb});
     uint32_t r = op(OpFAdd, f, {th, op(OpBitcast, f, {vb})});
+    if (!signed_zero) return r;
     uint32_t zero = op(OpFOrdEqual, bl, {r, cf0});
     return op(OpSelect, f, {zero, op(OpFAdd, f, {op(OpFMul, f, {a, b}), c}), r});
 }

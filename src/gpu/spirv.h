@@ -88,8 +88,9 @@ public:
     void name(uint32_t target, const std::string& n);
 
     // Global resources. A storage buffer is a Block struct holding one runtime array of elem
-    // (4-byte elements, stride 4) at descriptor set 0, the given binding; returns the variable.
-    uint32_t storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n);
+    // (array stride `stride` bytes: 4 for scalars, 16 for 4-vectors) at descriptor set 0, the
+    // given binding; returns the variable.
+    uint32_t storage_buffer(uint32_t elem, uint32_t binding, bool read_only, const std::string& n, uint32_t stride = 4);
     // A push-constant block of u32 members at offsets 0, 4, 8, ...; returns the variable.
     uint32_t push_constants(uint32_t count);
     uint32_t builtin_u32x3(uint32_t builtin);   // an Input uvec3 variable (also listed in the entry)
@@ -130,9 +131,10 @@ public:
     std::pair<uint32_t, uint32_t> two_sum(uint32_t f32t, uint32_t a, uint32_t b);
     // Correctly rounded fma(a, b, c) from plain operations (fma_exact.h gives the algorithm, its
     // preconditions and its C++ twin). tys: (f32, u32, bool) type ids; c_mask the u32 constant
-    // 0xFFFFF000, c1 and c0 the u32 constants 1 and 0, cf0 the f32 constant 0.
+    // 0xFFFFF000, c1 and c0 the u32 constants 1 and 0, cf0 the f32 constant 0. signed_zero=false
+    // drops the four operations that give fma(x, y, -0) a zero's IEEE sign (for c never -0).
     uint32_t fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_t a, uint32_t b, uint32_t c,
-                       uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0);
+                       uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0, bool signed_zero = true);
 
     // The module: header then the sections in the specification's order (§2.4).
     std::vector<uint32_t> words() const;

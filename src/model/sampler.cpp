@@ -44,11 +44,20 @@ void Sampler::accept(int32_t id) {
 
 void Sampler::apply_penalty(std::vector<Candidate>& cand) const {
     if (p_.repeat_last_n <= 0 || p_.repeat_penalty == 1.0f) return;
-    for (Candidate& c : cand) {
-        if (counts_.find(c.id) == counts_.end()) continue;
+    auto penalize = [&](Candidate& c) {
         // Dividing a negative logit would make it likelier: multiply those instead (as llama.cpp).
         if (c.logit <= 0) c.logit *= p_.repeat_penalty;
         else c.logit /= p_.repeat_penalty;
+    };
+    // The window has at most repeat_last_n distinct tokens: visit those, not the whole vocabulary
+    // (candidates arrive in id order; anything else is searched).
+    for (const auto& [id, count] : counts_) {
+        if (id >= 0 && size_t(id) < cand.size() && cand[size_t(id)].id == id) {
+            penalize(cand[size_t(id)]);
+        } else {
+            for (Candidate& c : cand)
+                if (c.id == id) penalize(c);
+        }
     }
 }
 
@@ -98,17 +107,23 @@ void Sampler::min_p(std::vector<Candidate>& cand, float p) {
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) throw Error("sampler: no logits");
-    std::vector<Candidate> cand(logits.size());
+    // One buffer reused from token to token: a fresh 1.8 MB vector per token costs page faults.
+    std::vector<Candidate>& cand = cand_;
+    cand.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) cand[i] = {int32_t(i), logits[i], 0.0f};
     apply_penalty(cand);
+    if (p_.temp <= 0.0f) {
+        // Greedy: the best candidate (the lowest id among equal logits: candidates are in id
+        // order here). top-k, top-p and min-p always keep it, so they need not run.
+        size_t best = 0;
+        for (size_t i = 1; i < cand.size(); ++i)
+            if (cand[i].logit > cand[best].logit) best = i;
+        return cand[best].id;
+    }
     bool sorted = false;
     top_k(cand, p_.top_k, sorted);
     top_p(cand, p_.top_p, sorted);
     min_p(cand, p_.min_p);
-    if (p_.temp <= 0.0f) {
-        // Greedy: the best candidate (the lowest id among equal logits).
-        return std::min_element(cand.begin(), cand.end(), before)->id;
-    }
     for (Candidate& c : cand) c.logit /= p_.temp;
     if (cand.size() == 1) return cand[0].id;
     float max_l = -INFINITY;

@@ -65,6 +65,7 @@ private:
     SplitMix64 rng_;
     std::deque<int32_t> window_;
     std::unordered_map<int32_t, int> counts_;
+    std::vector<Candidate> cand_;
 };
 
 }  // namespace bankml::model

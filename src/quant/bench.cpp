@@ -18,6 +18,7 @@
 
 #include "core/cpu.h"
 #include "core/kernels.h"
+#include "par/bench.h"
 #include "par/pool.h"
 #include "quant/matmul.h"
 #include "quant/q8_0.h"
@@ -120,24 +121,6 @@ void ggml_shaped_mat(par::Pool& pool, const BlockQ1_0* w, size_t rows, size_t co
 #endif
 }
 
-// DRAM read bandwidth on all threads: the floor under any weight-streaming kernel.
-double dram_gbps(par::Pool& pool) {
-    const size_t n = size_t(256) << 20 >> 3;  // 256 MiB of uint64
-    std::vector<uint64_t> buf(n, 1);
-    std::vector<uint64_t> sink(size_t(pool.threads()) * 8);
-    auto pass = [&] {
-        pool.chunks(n, n / size_t(pool.threads() * 8) + 1, [&](size_t i0, size_t i1) {
-            uint64_t a = 0, b = 0, c = 0, d = 0;
-            size_t i = i0;
-            for (; i + 4 <= i1; i += 4) a += buf[i], b += buf[i + 1], c += buf[i + 2], d += buf[i + 3];
-            for (; i < i1; ++i) a += buf[i];
-            sink[(i0 * 7) % sink.size()] += a + b + c + d;
-        });
-    };
-    double us = time_us(0.3, pass);
-    return double(n * 8) / (us * 1e-6) / 1e9;
-}
-
 struct Shape {
     size_t rows, cols;
     const char* model;
@@ -177,8 +160,8 @@ int bench_kernels(const KernelBenchOptions& opt) {
     std::printf("bankml bench kernels: cpu %s, kernels %s, %d threads, %.2f s per measurement\n",
                 cpu_features_string().c_str(), kernels_description().c_str(), nt, s);
     std::printf("ggml-shaped = bankml's own AVX2 code with the structure of ggml's Q1_0 kernel (see bench.cpp)\n");
-    const double dram = dram_gbps(all);
-    std::printf("DRAM read floor: %.1f GB/s (%d threads, 256 MiB)\n\n", dram, nt);
+    const double dram = par::bench_memory_bandwidth(size_t(256) << 20, nt, 3).back().gb_per_s;
+    std::printf("DRAM read floor: %.1f GB/s (par::bench_memory_bandwidth, %d threads, 256 MiB)\n\n", dram, nt);
 
     std::vector<Shape> shapes = {{2048, 2048, "1.7B"}, {1024, 2048, "1.7B"}, {6144, 2048, "1.7B"}, {2048, 6144, "1.7B"}};
     if (!opt.quick) {
@@ -188,6 +171,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
     }
     auto gbps = [](size_t bytes, double us) { return double(bytes) / (us * 1e-6) / 1e9; };
 
+    std::vector<double> fast_all, ggml_all;  // per shape, for the per-token estimate
     std::printf("Q1_0 mat_vec (one column, decode), us per call [GB/s of weights]\n");
     std::printf("%-5s %-12s %11s %18s %18s %18s %18s %9s %11s\n", "model", "rows x cols", "reference 1t",
                 "ggml-shaped 1t", "fast 1t", "ggml-shaped all", "fast all", "fast/ggml", "DRAM floor");
@@ -209,6 +193,19 @@ int bench_kernels(const KernelBenchOptions& opt) {
         for (int i = 0; i < 5; ++i) std::snprintf(b[i], sizeof b[i], "%.1f [%.1f]", us[i], gbps(bytes, us[i]));
         std::printf("%-5s %5zux%-6zu %11s %18s %18s %18s %18s %8.2fx %9.1fus\n", sh.model, sh.rows, sh.cols, b[0], b[1],
                     b[2], b[3], b[4], ggn / fn, double(bytes) / (dram * 1e3));
+        fast_all.push_back(fn);
+        ggml_all.push_back(ggn);
+    }
+    {
+        // Qwen3 1.7B per token: 28 layers of q, o (2048x2048), k, v (1024x2048), gate, up (6144x2048),
+        // down (2048x6144), and the tied output matrix (151936x2048, scaled from 2048x2048).
+        auto per_token = [](const std::vector<double>& t) {
+            return 28 * (2 * t[0] + 2 * t[1] + 2 * t[2] + t[3]) + t[0] * 151936.0 / 2048.0;
+        };
+        const double floor_tps = dram * 1e9 / double(par::bytes_per_token(par::QWEN3_1_7B, par::Q1_0_FORMAT));
+        std::printf("1.7B Q1_0 decode, matrix products only (estimated from the rows above, all threads): fast %.1f "
+                    "tokens/s, ggml-shaped %.1f tokens/s; memory floor %.1f tokens/s\n",
+                    1e6 / per_token(fast_all), 1e6 / per_token(ggml_all), floor_tps);
     }
 
     std::printf("\nQ2_0 mat_vec (one column), us per call [GB/s of weights]; ggml's x86 Q2_0 is the scalar loop\n");

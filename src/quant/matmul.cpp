@@ -62,10 +62,10 @@ static void run(par::Pool* pool, WeightType t, const void* w, size_t rows, size_
     check_cols(t, cols, caller);
     if (rows == 0 || ncols == 0) return;
     if (!w || !x || !y) throw Error(std::string(caller) + ": null weights, activations or output");
-    const bool fast = use_fast(path);
-    detail::Prepared prep;
+    [[maybe_unused]] const bool fast = use_fast(path);
+    [[maybe_unused]] detail::Prepared prep;
 #if defined(__x86_64__)
-    if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep, ncols > 1 && vnni_allowed());
+    if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep, vnni_allowed());
     if (fast && t == WeightType::Q2_0) detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep);
     if (fast && t == WeightType::F16 && ncols > 1) detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, prep);
 #endif

@@ -3,7 +3,8 @@
 // (psignb negation wraps -128 to -128 like the reference's int8 negation), converted exactly to
 // f32; then the same mul, fma(d1, s, ab), fma(d0, ab, acc) per lane and the same horizontal order.
 // Only the bookkeeping differs: Q8_0 scales are converted to f32 once per call, and for several
-// columns a row's sign bits are decoded once into byte masks reused by every column.
+// columns four rows' sign bits are decoded once into sign bytes reused by every column. Where the
+// CPU has AVX-VNNI, the lane sums come from one vpdpbusd instead (see dot4_vnni for the identity).
 #pragma GCC optimize("fp-contract=off")
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -139,13 +140,45 @@ __attribute__((target("avx2,fma,f16c,avxvnni"))) static void dot4_vnni(size_t nb
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
+// AVX-VNNI decode: the same identity as dot4_vnni (a = 2 where set, vpdpbusd(-T, a, q)), with the
+// sign bits expanded as they are read. Same float steps as dot_row.
+__attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_row_vnni(size_t nb, const BlockQ1_0* w,
+                                                                            const BlockQ8_0* x, const int32_t* negt,
+                                                                            const float* xd) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i two = _mm256_set1_epi8(2);
+    __m256 acc = _mm256_setzero_ps();
+    for (size_t ib = 0; ib < nb; ++ib) {
+        __m256 ab;
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            uint32_t b;
+            std::memcpy(&b, w[ib].qs + 4 * k, 4);
+            const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int(b)), shuf), bit);
+            const __m256i a = _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), two);
+            const __m256i q = _mm256_loadu_si256((const __m256i*)x[ib * 4 + k].qs);
+            const __m256i nt = _mm256_loadu_si256((const __m256i*)(negt + (ib * 4 + k) * 8));
+            const __m256 s = _mm256_cvtepi32_ps(_mm256_dpbusd_avx_epi32(nt, a, q));
+            const __m256 d1 = _mm256_set1_ps(xd[ib * 4 + k]);
+            ab = k == 0 ? _mm256_mul_ps(d1, s) : _mm256_fmadd_ps(d1, s, ab);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[ib].d)), ab, acc);
+    }
+    return hsum(acc);
+}
+
 TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
                            size_t ncols, float* y, size_t ldy) {
     const auto* wb = static_cast<const BlockQ1_0*>(w);
     const auto* xb = static_cast<const BlockQ8_0*>(x);
     const size_t nb = cols / QK1_0, nbx = cols / QK8_0;
     if (ncols == 1) {
-        for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, p.d.data());
+        if (p.vnni && !p.has_m128[0])
+            for (size_t r = r0; r < r1; ++r) y[r] = dot_row_vnni(nb, wb + r * nb, xb, p.neg_lane_sums.data(), p.d.data());
+        else
+            for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, p.d.data());
         return;
     }
     // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights) and

@@ -58,10 +58,14 @@ TARGET static void rows8(const BlockQ2_0* const* rowp, size_t nb, const Prepared
                          float* sumf) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (size_t c = 0; c < ncols; ++c) _mm256_storeu_ps(sumf + 8 * c, _mm256_setzero_ps());
+    // Rows longer than 2 KiB are eight separate streams; prefetching ahead in each helps (measured
+    // 3.3 -> 2.0 ms on 4096x12288); short rows make one contiguous stream the hardware follows.
+    const bool far = nb * sizeof(BlockQ2_0) > 2048;
     for (size_t ib = 0; ib < nb; ++ib) {
         alignas(16) uint16_t dh[8];
         __m256i cd[2][8];
         for (int r = 0; r < 8; ++r) {
+            if (far) _mm_prefetch((const char*)(rowp[r] + ib) + 512, _MM_HINT_T0);
             dh[r] = rowp[r][ib].d;
             cd[0][r] = codes(rowp[r][ib].qs);
             cd[1][r] = codes(rowp[r][ib].qs + 8);

@@ -1,0 +1,85 @@
+// `bankml perplexity`: llama-perplexity's measurement and output.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+
+#include "cmd/commands.h"
+#include "cmd/json_utf8.h"
+#include "core/error.h"
+#include "model/forward.h"
+#include "model/perplexity.h"
+#include "model/tokenizer.h"
+
+namespace bankml::cmd {
+
+static int run_perplexity(const std::vector<std::string>& args) {
+    cli::Args a(args, {{"-m|--model", true}, {"-f|--file", true}, {"-c|--ctx-size", true}, {"-t|--threads", true},
+                       {"--kv", true}, {"--json", false}});
+    if (!a.has("model")) throw UsageError("-m FILE is required");
+    if (!a.has("file")) throw UsageError("-f TEXTFILE is required");
+    model::ModelOptions opt;
+    opt.ctx = int(a.get_int("ctx-size", 128, 4, 1 << 24));
+    opt.threads = int(a.get_int("threads", 0, 0, 4096));
+    const std::string kv = a.get("kv", "f16");
+    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
+    opt.kv_f32 = kv == "f32";
+    const bool json = a.has("json");
+
+    std::ifstream in(a.get("file", ""), std::ios::binary);
+    if (!in) throw Error("cannot open " + a.get("file", ""));
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    auto m = model::Model::open(a.get("model", ""), opt);
+    auto tok = model::Tokenizer::from_gguf(m->file());
+    // As llama-perplexity: BOS if the vocabulary adds one, special tokens in the text not parsed.
+    auto tokens = tok.encode(text, false, true);
+    const int n_ctx = m->n_ctx();
+    int32_t bos = -1;
+    if (!tokens.empty() && tok.bos() >= 0 && tokens[0] == tok.bos() && tok.encode("", false, true).size() == 1) bos = tok.bos();
+    std::fprintf(stderr, "bankml perplexity: %zu tokens; calculating perplexity over %zu chunks, n_ctx=%d\n", tokens.size(),
+                 tokens.size() / size_t(n_ctx), n_ctx);
+    auto r = model::perplexity(
+        tokens, n_ctx, m->n_vocab(),
+        [&](std::span<const int32_t> chunk) {
+            m->reset();
+            return m->eval(chunk, true);
+        },
+        bos,
+        [&](int c, double p) {
+            if (json) return;
+            std::printf("[%d]%.4lf,", c + 1, p);
+            std::fflush(stdout);
+        });
+    if (json) {
+        std::string running = "[";
+        for (size_t i = 0; i < r.running.size(); ++i) {
+            char b[64];
+            std::snprintf(b, sizeof b, "%s%.6f", i ? "," : "", r.running[i]);
+            running += b;
+        }
+        std::printf("{\"model\":%s,\"n_ctx\":%d,\"n_tokens\":%zu,\"n_chunks\":%d,\"n_scored\":%lld,\"running\":%s],\"ppl\":%.6f,\"error\":%.6f}\n",
+                    json_string(m->file().path()).c_str(), n_ctx, tokens.size(), r.n_chunks, (long long)r.n_scored,
+                    running.c_str(), r.ppl, r.error);
+        return 0;
+    }
+    std::printf("\n");
+    if (r.error > 0) std::printf("Final estimate: PPL = %.4lf +/- %.5lf\n", r.ppl, r.error);
+    else std::printf("Final estimate: PPL = %.4lf\n", r.ppl);
+    return 0;
+}
+
+const cli::Command perplexity_command = {
+    "perplexity", "perplexity of a text, as llama-perplexity measures it",
+    "usage: bankml perplexity -m FILE -f TEXTFILE [-c 128] [-t N] [--kv f16|f32] [--json]\n\n"
+    "Cuts the text's tokens into chunks of the context size (whole chunks only; at least two),\n"
+    "evaluates each chunk from an empty cache and scores the tokens of its second half. Prints the\n"
+    "running perplexity after each chunk, \"[1]12.3456,[2]...\", then\n"
+    "\"Final estimate: PPL = X +/- Y\" (Y: the standard error, as llama-perplexity).\n\n"
+    "  -m FILE       a qwen3 GGUF with its tokenizer\n"
+    "  -f TEXTFILE   the text\n"
+    "  -c N          the context size, i.e. the chunk length (default 128)\n"
+    "  -t N          threads (default: BANKML_THREADS, else every core)\n"
+    "  --kv f16|f32  the key/value cache's precision (default f16, as llama.cpp)\n"
+    "  --json        {\"running\":[...],\"ppl\":X,\"error\":Y,...} instead\n",
+    run_perplexity};
+
+}  // namespace bankml::cmd

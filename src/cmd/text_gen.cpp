@@ -1,0 +1,86 @@
+#include "cmd/text_gen.h"
+
+#include <cstdio>
+#include <random>
+
+#include "cmd/json_utf8.h"
+#include "core/error.h"
+
+namespace bankml::cmd {
+
+std::vector<cli::Flag> text_gen_flags() {
+    return {{"-n|--n-predict", true}, {"--temp", true},           {"--top-k", true},     {"--top-p", true},
+            {"--min-p", true},        {"--repeat-penalty", true}, {"--repeat-last-n", true},
+            {"-s|--seed", true},      {"--stop", true},           {"--ignore-eos", false},
+            {"-t|--threads", true},   {"-c|--ctx-size", true},    {"--kv", true}};
+}
+
+static std::string unescape(const std::string& s) {
+    std::string o;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '\\' && i + 1 < s.size()) {
+            char c = s[++i];
+            if (c == 'n') o += '\n';
+            else if (c == 't') o += '\t';
+            else if (c == '\\') o += '\\';
+            else o += '\\', o += c;
+        } else {
+            o += s[i];
+        }
+    }
+    return o;
+}
+
+TextGenSettings parse_text_gen(const cli::Args& a) {
+    TextGenSettings s;
+    auto& p = s.sampling;
+    p.temp = float(a.get_double("temp", 0.8, -1e9, 1e9));
+    p.top_k = int32_t(a.get_int("top-k", 40, -1, INT32_MAX));
+    p.top_p = float(a.get_double("top-p", 0.95, 0.0, 1.0));
+    p.min_p = float(a.get_double("min-p", 0.05, 0.0, 1.0));
+    p.repeat_penalty = float(a.get_double("repeat-penalty", 1.0, 1e-6, 1e6));
+    p.repeat_last_n = int32_t(a.get_int("repeat-last-n", 64, 0, INT32_MAX));
+    if (auto seed = a.value("seed")) {
+        auto v = cli::parse_int(*seed);
+        if (!v || *v < 0) throw UsageError("--seed wants a non-negative integer, got '" + *seed + "'");
+        p.seed = uint64_t(*v);
+        s.seed_given = true;
+    } else {
+        std::random_device rd;
+        p.seed = rd();  // 32 bits, as llama.cpp: short enough to retype
+    }
+    s.gen.n_predict = int(a.get_int("n-predict", -1, -1, INT32_MAX));
+    if (auto st = a.value("stop")) {
+        std::string stop = unescape(*st);
+        if (stop.empty()) throw UsageError("--stop wants a non-empty string");
+        s.gen.stop.push_back(stop);
+    }
+    s.gen.ignore_eos = a.has("ignore-eos");
+    s.model.threads = int(a.get_int("threads", 0, 0, 4096));
+    s.model.ctx = int(a.get_int("ctx-size", 0, 0, 1 << 24));
+    const std::string kv = a.get("kv", "f16");
+    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
+    s.model.kv_f32 = kv == "f32";
+    return s;
+}
+
+std::string timing_line(const model::GenerateResult& r, uint64_t seed) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "prompt %d tokens at %.2f t/s, generated %zu tokens at %.2f t/s (stop: %s, seed %llu)",
+                  r.n_prompt, r.prompt_tps(), r.ids.size(), r.gen_tps(), model::stop_reason_name(r.reason),
+                  (unsigned long long)seed);
+    return buf;
+}
+
+std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, int threads, int n_ctx) {
+    char t[512];
+    std::snprintf(t, sizeof t,
+                  "{\"load_ms\":%.3f,\"prompt_ms\":%.3f,\"prompt_tokens_per_s\":%.3f,\"gen_ms\":%.3f,\"gen_tokens_per_s\":%.3f}",
+                  load_seconds * 1e3, r.prompt_seconds * 1e3, r.prompt_tps(), r.gen_seconds * 1e3, r.gen_tps());
+    return "{\"text\":" + json_string(r.text) + ",\"ids\":" + json_ids(r.ids) + ",\"stop_reason\":\"" +
+           model::stop_reason_name(r.reason) + "\",\"n_prompt\":" + std::to_string(r.n_prompt) +
+           ",\"n_gen\":" + std::to_string(r.ids.size()) + ",\"seed\":" + std::to_string(seed) +
+           ",\"threads\":" + std::to_string(threads) + ",\"ctx\":" + std::to_string(n_ctx) + ",\"timings\":" + t + "}";
+}
+
+}  // namespace bankml::cmd

@@ -1,0 +1,66 @@
+// What `bankml run -p` and `bankml chat` share: the sampling and stopping flags, the forward
+// pass seen as a logit source, and the timing line.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/cli.h"
+#include "model/forward.h"
+#include "model/generate.h"
+#include "model/sampler.h"
+
+namespace bankml::cmd {
+
+// The flags of text generation (sampling, stopping, model), to append to a command's own.
+std::vector<cli::Flag> text_gen_flags();
+// The help text for them (a literal, so a command's help can append it).
+#define BANKML_TEXT_GEN_HELP \
+    "\nsampling (llama.cpp's defaults and order: repeat penalty, top-k, top-p, min-p, temperature):\n" \
+    "  --temp T            temperature (default 0.8; 0: greedy, the most likely token)\n" \
+    "  --top-k K           keep the K most likely tokens (default 40; 0: off)\n" \
+    "  --top-p P           keep the most likely tokens up to probability P (default 0.95; 1: off)\n" \
+    "  --min-p P           drop tokens less likely than P times the best (default 0.05; 0: off)\n" \
+    "  --repeat-penalty R  divide (multiply, if negative) the logits of recent tokens by R\n" \
+    "                      (default 1.0: off)\n" \
+    "  --repeat-last-n N   how many recent tokens (prompt included) the penalty sees (default 64)\n" \
+    "  -s, --seed N        the generator's seed (default: random, printed with the timings); the\n" \
+    "                      same seed gives the same tokens at any thread count\n" \
+    "stopping:\n" \
+    "  -n, --n-predict N   at most N tokens (default -1: until an end token or a full context)\n" \
+    "  --stop STRING       stop before STRING appears (not printed; \\n, \\t and \\\\ are escapes)\n" \
+    "  --ignore-eos        do not stop at <|im_end|>, <|endoftext|> or the file's EOS\n" \
+    "model:\n" \
+    "  -t, --threads N     threads (default: BANKML_THREADS, else every core)\n" \
+    "  -c, --ctx-size N    context size (default: the model's, at most 4096)\n" \
+    "  --kv f16|f32        the key/value cache's precision (default f16, as llama.cpp)\n"
+
+struct TextGenSettings {
+    model::SamplerParams sampling;
+    bool seed_given = false;
+    model::GenerateOptions gen;
+    model::ModelOptions model;
+};
+// Reads the flags; a bad value is a UsageError. Without --seed the seed is drawn at random (and
+// reported, so the run can be repeated).
+TextGenSettings parse_text_gen(const cli::Args& a);
+
+// The forward pass as generate() sees it.
+class ModelLogits : public model::LogitSource {
+public:
+    explicit ModelLogits(model::Model& m) : m_(m) {}
+    int n_vocab() const override { return m_.n_vocab(); }
+    int n_ctx() const override { return m_.n_ctx(); }
+    int n_past() const override { return m_.n_past(); }
+    std::vector<float> eval(std::span<const int32_t> tokens) override { return m_.eval(tokens, false); }
+
+private:
+    model::Model& m_;
+};
+
+// "prompt 12 tokens at 85.3 t/s, generated 40 tokens at 12.1 t/s (stop: eog, seed 42)"
+std::string timing_line(const model::GenerateResult& r, uint64_t seed);
+// The --json object of one generation.
+std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, int threads, int n_ctx);
+
+}  // namespace bankml::cmd
