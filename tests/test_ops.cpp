@@ -208,6 +208,12 @@ TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
             std::vector<float> kff(n_kv * d), vff(n_kv * d);
             for (size_t i = 0; i < k.size(); i++) kff[i] = ops_f16_value(k[i]), vff[i] = ops_f16_value(v[i]);
             ops::attend_f32(q.data(), kff.data(), vff.data(), n_kv, d, scale, f32.data(), scratch.data());
+            {
+                std::vector<float> f32ref(d);
+                FastOff off;
+                ops::attend_f32(q.data(), kff.data(), vff.data(), n_kv, d, scale, f32ref.data(), scratch.data());
+                CHECK(same_bits(f32, f32ref));
+            }
             for (size_t i = 0; i < d; i++) {
                 double want = 0;
                 for (size_t j = 0; j < n_kv; j++) want += s[j] / sum * ops_f16_value(v[j * d + i]);

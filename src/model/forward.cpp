@@ -291,20 +291,23 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
             std::memmove(x.data(), x.data() + (n - 1) * E, E * sizeof(float));
         }
         attention(il, n - rows, n, p0);
-        prod.mm(P, L.wo, att.data(), rows, o.data());
+        const Products::Out wo[] = {{&L.wo, o.data()}};
+        prod.group(P, wo, att.data(), rows);
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
         for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
         const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
         prod.group(P, gate_up, xn.data(), rows);
         for (size_t t = 0; t < rows; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
-        prod.mm(P, L.down, h.data(), rows, o.data());
+        const Products::Out down[] = {{&L.down, o.data()}};
+        prod.group(P, down, h.data(), rows);
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
     }
     // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0).
     if (logits) {
         const size_t rows = all_logits ? n : 1;
         for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + t * E, E, hp.rms_eps);
-        prod.mm(P, output, xn.data(), rows, logits);
+        const Products::Out out[] = {{&output, logits}};
+        prod.group(P, out, xn.data(), rows);
     }
     n_past += (int)n;
 }

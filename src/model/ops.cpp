@@ -285,10 +285,24 @@ AVX2_FN static void mad_h_avx2(uint16_t* y, const uint16_t* x, size_t n, float v
                                                             _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) y[i] = f2h(std::fma(h2f(x[i]), v, h2f(y[i])));
 }
+AVX2_FN static void scale_f_avx2(float* y, size_t n, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    size_t i = 0;
+    for (; i + 7 < n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vv));
+    for (; i < n; i++) y[i] *= v;
+}
+AVX2_FN static void mad_f_avx2(float* y, const float* x, size_t n, float v) {
+    const __m256 vv = _mm256_set1_ps(v);
+    size_t i = 0;
+    for (; i + 7 < n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), vv, _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
+}
 #endif
 
-// The running sum of the softmax: S*ms + vs, fused as GCC compiles ggml's C++ (decided by the
-// oracle; when neither ms nor vs is 1 this never runs, so only the rescale step is affected).
+// The running sum of the softmax: S*ms + vs, fused as GCC 12 -O3 -mfma compiles ggml's C++ (one of
+// ms and vs is always 1: only the new-maximum step, fma(S, ms, 1), differs from the unfused form;
+// the tiny oracles cannot tell the two apart).
 static inline float softmax_sum(float S, float ms, float vs) { return std::fma(S, ms, vs); }
 
 void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_kv, size_t d, float scale,
@@ -329,6 +343,7 @@ void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_k
 void attend_f32(const float* q, const float* k, const float* v, size_t n_kv, size_t d, float scale, float* out,
                 void* scratch) {
     (void)scratch;
+    const bool fast = fast_paths();
     float* acc = out;
     std::memset(acc, 0, d * sizeof(float));
     float S = 0.0f, M = -std::numeric_limits<float>::infinity();
@@ -341,16 +356,23 @@ void attend_f32(const float* q, const float* k, const float* v, size_t n_kv, siz
         if (s > M) {
             M = s;
             ms = expf(Mold - M);
+#if BANKML_OPS_X86
+            if (fast) scale_f_avx2(acc, d, ms); else
+#endif
             for (size_t i = 0; i < d; i++) acc[i] *= ms;
         } else {
             vs = expf(s - M);
         }
         const float* vr = v + ic * d;
+#if BANKML_OPS_X86
+        if (fast) mad_f_avx2(acc, vr, d, vs); else
+#endif
         for (size_t i = 0; i < d; i++) acc[i] = std::fma(vr[i], vs, acc[i]);
         S = softmax_sum(S, ms, vs);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (size_t i = 0; i < d; i++) acc[i] *= inv;
+    (void)fast;
 }
 
 }  // namespace bankml::model::ops
