@@ -1,5 +1,6 @@
-// The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row) and q1_0_mat_vec8
-// (eight per row, one per accumulation lane). Both follow the CPU's vec_dot_ref step by step, so
+// The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row, 256 rows per
+// workgroup sharing the activation's table in workgroup memory: the large matrices) and
+// q1_0_mat_vec8 (eight per row, one per accumulation lane: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
 // a card that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
@@ -42,6 +43,8 @@ namespace bankml::gpu::kernels {
 inline constexpr uint32_t Q1_0_BINDINGS = 5;
 inline constexpr uint32_t Q1_0_PUSH_BYTES = 8;
 inline constexpr uint32_t LOCAL_SIZE = 64;
+// q1_0_mat_vec's workgroup: 256 rows share one copy of the activation's table in workgroup memory.
+inline constexpr uint32_t MAT_VEC_ROWS = 256;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
@@ -73,7 +76,7 @@ FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<floa
 // Runs fma_probe on the card. `corrupt` (tests only) may alter the card's results first.
 FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
 // Workgroups to dispatch for `rows` output rows.
-inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + LOCAL_SIZE - 1) / LOCAL_SIZE); }
+inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_ROWS - 1) / MAT_VEC_ROWS); }
 inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
 
 // One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
