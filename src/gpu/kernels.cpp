@@ -171,28 +171,10 @@ std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
     // rows >= 1 whenever a workgroup runs (groups_mat_vec(0) = 0).
     uint32_t row = m.ext(k.u, GlslUMin, {gid, m.op(OpISub, k.u, {rows, k.c1})});
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
-    // The full chunks' weights come one chunk ahead (software pipelining): the loop body loads the
-    // next chunk's blocks into these variables (clamped to the last block, so the last iteration
-    // reads one it does not use) while the current chunk's table is copied and computed.
-    std::vector<uint32_t> wv(CHUNK), dv(CHUNK);
-    for (uint32_t j = 0; j < CHUNK; ++j) wv[j] = m.local_var(k.u4), dv[j] = m.local_var(k.f);
-    auto fetch = [&](uint32_t first_block) {  // blocks >= CHUNK here
-        uint32_t last = m.op(OpISub, k.u, {blocks, k.c1});
-        for (uint32_t j = 0; j < CHUNK; ++j) {
-            uint32_t bj = m.ext(k.u, GlslUMin, {k.add_u(first_block, m.c_u32(j)), last});
-            Kernel::Loaded x = k.load_block(row, rows, bj);
-            m.store(wv[j], x.words), m.store(dv[j], x.d0);
-        }
-    };
-    auto chunk = [&](uint32_t n) {  // blocks b .. b+n-1, n <= CHUNK (n = CHUNK: fetched ahead)
+    auto chunk = [&](uint32_t n) {  // blocks b .. b+n-1, n <= CHUNK
         uint32_t b = m.load(k.u, bvar);
         std::vector<Kernel::Loaded> L;
-        if (n == CHUNK) {
-            for (uint32_t j = 0; j < n; ++j) L.push_back({j ? k.add_u(b, m.c_u32(j)) : b, m.load(k.f, dv[j]), m.load(k.u4, wv[j])});
-            fetch(k.add_u(b, m.c_u32(CHUNK)));
-        } else {
-            for (uint32_t j = 0; j < n; ++j) L.push_back(k.load_block(row, rows, j ? k.add_u(b, m.c_u32(j)) : b));
-        }
+        for (uint32_t j = 0; j < n; ++j) L.push_back(k.load_block(row, rows, j ? k.add_u(b, m.c_u32(j)) : b));
         m.barrier();  // every row has read the previous chunk
         uint32_t vecs = n * FLOATS / 4, first = m.op(OpShiftLeftLogical, k.u, {b, m.c_u32(7)});  // 128 vec4 per block
         for (uint32_t i = 0; i * MAT_VEC_ROWS < vecs; ++i) {
@@ -211,7 +193,6 @@ std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
     };
     m.store(bvar, k.c0);
     for (uint32_t v : acc) m.store(v, k.cf0);
-    m.if_then(m.op(OpUGreaterThanEqual, k.bl, {blocks, m.c_u32(CHUNK)}), [&] { fetch(k.c0); });
     m.loop([&] { return m.op(OpULessThanEqual, k.bl, {k.add_u(m.load(k.u, bvar), m.c_u32(CHUNK)), blocks}); },
            [&] { chunk(CHUNK); }, [&] { m.store(bvar, k.add_u(m.load(k.u, bvar), m.c_u32(CHUNK))); });
     m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, bvar), blocks}); }, [&] { chunk(1); },
