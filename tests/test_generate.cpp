@@ -2,6 +2,7 @@
 // real forward pass is tested with the tiny models where it is wired in): stop reasons, -n,
 // stop strings across tokens, the context limit, UTF-8-safe streaming, hidden reasoning, and
 // that the prompt enters the repetition window.
+#include "core/utf8.h"
 #include "model/chat.h"
 #include "model/generate.h"
 #include "model/gguf.h"
@@ -159,7 +160,7 @@ TEST(generate_streams_whole_characters_only) {
     const auto& tok = qwen3();
     auto byte_token = [&](uint8_t b) {
         std::string s;
-        unicode::append_utf8(s, unicode::byte_to_cp(b));
+        utf8::append(s, unicode::byte_to_cp(b));
         return tok.find(s);
     };
     // An emoji spelled as four byte tokens, then a word.
