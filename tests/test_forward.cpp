@@ -362,9 +362,11 @@ TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
     m->reset();
     auto every = m->eval(p, true);
     m->reset();
+    // Token by token into one reused vector (a decode loop's eval_into): sized once, same bits.
     std::vector<float> single;
-    for (int32_t t : p) single = m->eval(std::span<const int32_t>(&t, 1));
+    for (int32_t t : p) m->eval_into(std::span<const int32_t>(&t, 1), single);
     const size_t V = last.size();
+    CHECK_EQ(single.size(), V);
     CHECK_EQ(std::memcmp(last.data(), every.data() + (p.size() - 1) * V, V * 4), 0);
     CHECK_EQ(std::memcmp(last.data(), single.data(), V * 4), 0);
     // Continuing after a chunked prompt: the cache holds every position.

@@ -29,15 +29,14 @@ public:
     int n_vocab() const override { return n_vocab_; }
     int n_ctx() const override { return n_ctx_; }
     int n_past() const override { return past_; }
-    std::vector<float> eval(std::span<const int32_t> tokens) override {
+    void eval(std::span<const int32_t> tokens, std::vector<float>& l) override {
         if (past_ + int(tokens.size()) > n_ctx_) throw std::runtime_error("Scripted: past the context");
         past_ += int(tokens.size());
         evaluated.insert(evaluated.end(), tokens.begin(), tokens.end());
-        std::vector<float> l(size_t(n_vocab_), 0.0f);
+        l.assign(size_t(n_vocab_), 0.0f);
         l[size_t(script_[std::min(calls_, script_.size() - 1)])] = 10.0f;
         if (second >= 0) l[size_t(second)] = 9.9f;
         ++calls_;
-        return l;
     }
     std::vector<int32_t> evaluated;
     int32_t second = -1;  // a runner-up token, just below the scripted one

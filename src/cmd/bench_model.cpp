@@ -171,12 +171,13 @@ int run_model_bench(const std::vector<std::string>& args) {
             m->eval(prompt);
             return now_s() - t0;
         };
+        std::vector<float> logits;  // one vector for every decoded token, as a generation loop keeps
         auto gen_run = [&]() {
             m->reset();
             int32_t x = tok(rng);
             const double t0 = now_s();
             for (int i = 0; i < n_gen; i++) {
-                m->eval(std::span<const int32_t>(&x, 1));
+                m->eval_into(std::span<const int32_t>(&x, 1), logits);
                 x = tok(rng);
             }
             return now_s() - t0;

@@ -66,7 +66,7 @@ static int run_tokens(const cli::Args& a) {
             break;
         }
         t0 = std::chrono::steady_clock::now();
-        logits = m->eval(std::span<const int32_t>(&tok, 1));
+        m->eval_into(std::span<const int32_t>(&tok, 1), logits);
         decode_s += seconds_since(t0);
     }
     const double pp = prompt_s > 0 ? (double)prompt.size() / prompt_s : 0;
