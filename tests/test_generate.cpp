@@ -2,6 +2,7 @@
 // real forward pass is tested with the tiny models where it is wired in): stop reasons, -n,
 // stop strings across tokens, the context limit, UTF-8-safe streaming, hidden reasoning, and
 // that the prompt enters the repetition window.
+#include "core/utf8.h"
 #include "model/chat.h"
 #include "model/generate.h"
 #include "model/gguf.h"
@@ -28,15 +29,14 @@ public:
     int n_vocab() const override { return n_vocab_; }
     int n_ctx() const override { return n_ctx_; }
     int n_past() const override { return past_; }
-    std::vector<float> eval(std::span<const int32_t> tokens) override {
+    void eval(std::span<const int32_t> tokens, std::vector<float>& l) override {
         if (past_ + int(tokens.size()) > n_ctx_) throw std::runtime_error("Scripted: past the context");
         past_ += int(tokens.size());
         evaluated.insert(evaluated.end(), tokens.begin(), tokens.end());
-        std::vector<float> l(size_t(n_vocab_), 0.0f);
+        l.assign(size_t(n_vocab_), 0.0f);
         l[size_t(script_[std::min(calls_, script_.size() - 1)])] = 10.0f;
         if (second >= 0) l[size_t(second)] = 9.9f;
         ++calls_;
-        return l;
     }
     std::vector<int32_t> evaluated;
     int32_t second = -1;  // a runner-up token, just below the scripted one
@@ -159,7 +159,7 @@ TEST(generate_streams_whole_characters_only) {
     const auto& tok = qwen3();
     auto byte_token = [&](uint8_t b) {
         std::string s;
-        unicode::append_utf8(s, unicode::byte_to_cp(b));
+        utf8::append(s, unicode::byte_to_cp(b));
         return tok.find(s);
     };
     // An emoji spelled as four byte tokens, then a word.

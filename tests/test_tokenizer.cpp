@@ -1,4 +1,4 @@
-// The tokenizer: Unicode classes and UTF-8, the hand-written Qwen2 pre-tokenizer (checked against
+// The tokenizer: Unicode classes, the hand-written Qwen2 pre-tokenizer (checked against
 // std::regex running the same pattern over class-collapsed text), BPE against llama.cpp's ids for
 // the real Qwen3 vocabulary, special tokens, decoding and the streaming hold-back.
 #include <fstream>
@@ -12,6 +12,7 @@
 #include <regex>
 #pragma GCC diagnostic pop
 
+#include "core/utf8.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "model/unicode.h"
@@ -23,20 +24,20 @@ using bankml::unicode::CpClass;
 
 namespace {
 
-std::string utf8(std::initializer_list<uint32_t> cps) {
+std::string utf8_of(std::initializer_list<uint32_t> cps) {
     std::string s;
-    for (uint32_t c : cps) unicode::append_utf8(s, c);
+    for (uint32_t c : cps) utf8::append(s, c);
     return s;
 }
 
 // The pieces of the split, as UTF-8 strings.
 std::vector<std::string> pieces(const std::string& text) {
-    auto cps = unicode::decode_utf8(text);
+    auto cps = utf8::decode(text);
     std::vector<std::string> out;
     size_t p = 0;
     for (size_t n : unicode::split_qwen2(cps)) {
         std::string s;
-        for (size_t i = p; i < p + n; ++i) unicode::append_utf8(s, cps[i]);
+        for (size_t i = p; i < p + n; ++i) utf8::append(s, cps[i]);
         out.push_back(s);
         p += n;
     }
@@ -79,46 +80,6 @@ TEST(tokenizer_unicode_tables_version_and_categories) {
     // are whitespace to Python but not to std::regex's \s, which llama.cpp uses: Other.
     for (uint32_t cp : {0x301u, 0x93Eu, 0x21u, 0x2Eu, 0x5Fu, 0x24u, 0x2Bu, 0x1F600u, 0x00u, 0x1Cu, 0x1Fu, 0x7Fu, 0x200Bu, 0x180Eu, 0xE000u, 0x378u, 0x10FFFFu, 0xFFFDu})
         CHECK_EQ(int(unicode::classify(cp)), int(CpClass::Other));
-}
-
-TEST(tokenizer_unicode_utf8_decode_replaces_each_bad_byte) {
-    auto d = [](const std::string& s) { return unicode::decode_utf8(s); };
-    using V = std::vector<uint32_t>;
-    const uint32_t R = unicode::REPLACEMENT;
-    CHECK(d("a\xC3\xA9z") == (V{'a', 0xE9, 'z'}));
-    CHECK(d("\xF0\x9F\x98\x80") == (V{0x1F600}));
-    CHECK(d("\xFF") == (V{R}));
-    CHECK(d("\x80x") == (V{R, 'x'}));              // stray continuation byte
-    CHECK(d("\xE2\x82" "A") == (V{R, R, 'A'}));      // truncated sequence
-    CHECK(d("\xC0\x80") == (V{R, R}));              // overlong NUL
-    CHECK(d("\xE0\x80\xAF") == (V{R, R, R}));       // overlong '/'
-    CHECK(d("\xED\xA0\x80") == (V{R, R, R}));       // surrogate U+D800
-    CHECK(d("\xF4\x90\x80\x80") == (V{R, R, R, R})); // above U+10FFFF
-    CHECK(d("\xF4\x8F\xBF\xBF") == (V{0x10FFFF}));
-    CHECK(d(std::string("\0", 1)) == (V{0}));
-    // Round trip of every scalar value through append_utf8.
-    for (uint32_t cp = 0; cp <= 0x10FFFF; cp += (cp < 0x3000 ? 1 : 97)) {
-        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-        std::string s;
-        unicode::append_utf8(s, cp);
-        auto back = d(s);
-        if (!CHECK(back.size() == 1 && back[0] == cp)) break;
-    }
-}
-
-TEST(tokenizer_unicode_stable_prefix_holds_only_unfinished_sequences) {
-    auto sp = [](const std::string& s) { return unicode::utf8_stable_prefix(s); };
-    CHECK_EQ(sp("abc"), 3u);
-    CHECK_EQ(sp("ab\xC3"), 2u);
-    CHECK_EQ(sp("ab\xE2\x82"), 2u);
-    CHECK_EQ(sp("ab\xE2\x82\xAC"), 5u);
-    CHECK_EQ(sp("\xF0\x9F\x98"), 0u);
-    CHECK_EQ(sp("\xF0\x9F\x98\x80"), 4u);
-    CHECK_EQ(sp("a\xFF"), 2u);         // can never complete: not held
-    CHECK_EQ(sp("a\xE0\x80"), 3u);     // overlong start: not held
-    CHECK_EQ(sp("a\xED\xA0"), 3u);     // surrogate start: not held
-    CHECK_EQ(sp("a\xF5"), 2u);
-    CHECK_EQ(sp("\xC3\xE2\x82"), 1u);  // a dead lead byte, then a live one
 }
 
 TEST(tokenizer_unicode_byte_level_alphabet_is_a_bijection) {
@@ -171,23 +132,23 @@ TEST(tokenizer_split_runs_of_spaces_and_newlines) {
     CHECK(pieces("   ") == (V{"   "}));
     CHECK(pieces("  \t x") == (V{"  \t", " x"}));
     // Non-ASCII whitespace behaves like the space in runs, and may lead a word like any non-letter.
-    std::string ideo = utf8({0x3000});
+    std::string ideo = utf8_of({0x3000});
     CHECK(pieces("a" + ideo + ideo + "b") == (V{"a", ideo, ideo + "b"}));
 }
 
 TEST(tokenizer_split_categories) {
     using V = std::vector<std::string>;
-    std::string e_acute = utf8({0xE9}), comb = utf8({0x301}), han = utf8({0x4E2D, 0x6587});
+    std::string e_acute = utf8_of({0xE9}), comb = utf8_of({0x301}), han = utf8_of({0x4E2D, 0x6587});
     CHECK(pieces("caf" + e_acute + " x") == (V{"caf" + e_acute, " x"}));
     CHECK(pieces("cafe" + comb + "s") == (V{"cafe", comb + "s"}));  // a mark is not \p{L}
     CHECK(pieces(han + "abc") == (V{han + "abc"}));                   // letters of any script join
-    CHECK(pieces("x" + utf8({0x663, 0x664})) == (V{"x", utf8({0x663}), utf8({0x664})}));  // Nd
-    CHECK(pieces(utf8({0x2160, 0xB2})) == (V{utf8({0x2160}), utf8({0xB2})}));            // Nl, No
-    CHECK(pieces(utf8({0x1C5}) + "a" + utf8({0x2B0})) == (V{utf8({0x1C5}) + "a" + utf8({0x2B0})}));  // Lt Lm
-    std::string emoji = utf8({0x1F600, 0x1F389});
+    CHECK(pieces("x" + utf8_of({0x663, 0x664})) == (V{"x", utf8_of({0x663}), utf8_of({0x664})}));  // Nd
+    CHECK(pieces(utf8_of({0x2160, 0xB2})) == (V{utf8_of({0x2160}), utf8_of({0xB2})}));            // Nl, No
+    CHECK(pieces(utf8_of({0x1C5}) + "a" + utf8_of({0x2B0})) == (V{utf8_of({0x1C5}) + "a" + utf8_of({0x2B0})}));  // Lt Lm
+    std::string emoji = utf8_of({0x1F600, 0x1F389});
     CHECK(pieces("ok " + emoji + "\n") == (V{"ok", " " + emoji + "\n"}));   // symbols: Other
-    CHECK(pieces(" " + utf8({0x200B}) + "x") == (V{" " + utf8({0x200B}), "x"}));  // Cf: Other
-    std::string nbsp = utf8({0xA0});
+    CHECK(pieces(" " + utf8_of({0x200B}) + "x") == (V{" " + utf8_of({0x200B}), "x"}));  // Cf: Other
+    std::string nbsp = utf8_of({0xA0});
     CHECK(pieces("a" + nbsp + "b") == (V{"a", nbsp + "b"}));
     std::string ctl(1, '\x1c');
     CHECK(pieces("a" + ctl + ctl + " b") == (V{"a", ctl + ctl, " b"}));
@@ -279,10 +240,10 @@ TEST(tokenizer_own_cases_round_trip) {
         std::string(50, '\n'),
         "x" + std::string(17, ' ') + "y\n\n\n   \n\tz" + std::string(9, '\t'),
         "\r\n\r\nWindows\r\nlines\r\n",
-        utf8({0x1C5, 0x2B0, 0x5D0, 0x4E00, 0xAC00, 0x3042}) + " letters " + utf8({0x663, 0x2160, 0xB2, 0x2460}),
-        "nbsp" + utf8({0xA0}) + "ideo" + utf8({0x3000, 0x2028, 0x85}) + "end",
-        "marks e" + utf8({0x301}) + " " + utf8({0x915, 0x93E}) + " zw" + utf8({0x200B, 0x200D}) + "j",
-        utf8({0x1F468, 0x200D, 0x1F469, 0x200D, 0x1F467}) + " family",
+        utf8_of({0x1C5, 0x2B0, 0x5D0, 0x4E00, 0xAC00, 0x3042}) + " letters " + utf8_of({0x663, 0x2160, 0xB2, 0x2460}),
+        "nbsp" + utf8_of({0xA0}) + "ideo" + utf8_of({0x3000, 0x2028, 0x85}) + "end",
+        "marks e" + utf8_of({0x301}) + " " + utf8_of({0x915, 0x93E}) + " zw" + utf8_of({0x200B, 0x200D}) + "j",
+        utf8_of({0x1F468, 0x200D, 0x1F469, 0x200D, 0x1F467}) + " family",
         std::string("nul\0ctl\x1c\x7f", 9),
         "<|im_start|><|im_end|><think></think><|endoftext|><tool_call>",
         "<|im_start<|im_start|>|>",
@@ -340,7 +301,7 @@ TEST(tokenizer_stream_decoder_holds_partial_characters) {
     const auto& tok = qwen3();
     auto byte_token = [&](uint8_t b) {
         std::string s;
-        unicode::append_utf8(s, unicode::byte_to_cp(b));
+        utf8::append(s, unicode::byte_to_cp(b));
         return tok.find(s);
     };
     model::StreamDecoder sd(tok);
@@ -356,13 +317,13 @@ TEST(tokenizer_stream_decoder_holds_partial_characters) {
     for (size_t i = 0; i < want.size(); ++i)
         if (!CHECK_EQ(got[i], want[i])) bt::fail(__FILE__, __LINE__, "step " + std::to_string(i));
     // Streaming a real encoding token by token gives the same text as decoding it whole.
-    std::string text = "emoji " + smile + utf8({0x1F389, 0x4E2D, 0x6587}) + " caf" + utf8({0xE9});
+    std::string text = "emoji " + smile + utf8_of({0x1F389, 0x4E2D, 0x6587}) + " caf" + utf8_of({0xE9});
     model::StreamDecoder sd2(tok);
     std::string streamed;
     for (int32_t id : tok.encode(text)) {
         std::string part = sd2.push(id);
-        CHECK_EQ(unicode::utf8_stable_prefix(part), part.size());
-        for (uint32_t c : unicode::decode_utf8(part)) CHECK_NE(c, unicode::REPLACEMENT);
+        CHECK_EQ(utf8::stable_prefix(part), part.size());
+        for (uint32_t c : utf8::decode(part)) CHECK_NE(c, utf8::REPLACEMENT);
         streamed += part;
     }
     streamed += sd2.flush();
@@ -429,13 +390,13 @@ TEST(tokenizer_cli_tokenize_detokenize_round_trip) {
     std::string dir = bt::temp_dir(), path = dir + "/in.txt";
     {
         std::ofstream f(path, std::ios::binary);
-        f << "line one\n\n\tline  two   \r\n" << utf8({0x4E2D, 0x1F600}) << " end";
+        f << "line one\n\n\tline  two   \r\n" << utf8_of({0x4E2D, 0x1F600}) << " end";
     }
     auto ids = bt::run_cmd(bin + " tokenize -m " + vocab + " -f " + path);
     REQUIRE_EQ(ids.code, 0);
     auto back = bt::run_cmd(bin + " detokenize --json -m " + vocab + " " + ids.out);
     CHECK_EQ(back.code, 0);
-    CHECK_EQ(back.out, "{\"text\":\"line one\\n\\n\\tline  two   \\r\\n" + utf8({0x4E2D, 0x1F600}) + " end\"}\n");
+    CHECK_EQ(back.out, "{\"text\":\"line one\\n\\n\\tline  two   \\r\\n" + utf8_of({0x4E2D, 0x1F600}) + " end\"}\n");
     auto plain = bt::run_cmd(bin + " detokenize -m " + vocab + " 9707 11 151644");
     CHECK_EQ(plain.out, "Hello,<|im_start|>\n");
     auto nos = bt::run_cmd(bin + " detokenize --no-special -m " + vocab + " 9707,11,151644");

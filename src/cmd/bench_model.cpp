@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "cmd/bench.h"
-#include "cmd/json_text.h"
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "model/forward.h"
 #include "model/synth.h"
 #include "par/pool.h"
@@ -171,12 +171,13 @@ int run_model_bench(const std::vector<std::string>& args) {
             m->eval(prompt);
             return now_s() - t0;
         };
+        std::vector<float> logits;  // one vector for every decoded token, as a generation loop keeps
         auto gen_run = [&]() {
             m->reset();
             int32_t x = tok(rng);
             const double t0 = now_s();
             for (int i = 0; i < n_gen; i++) {
-                m->eval(std::span<const int32_t>(&x, 1));
+                m->eval_into(std::span<const int32_t>(&x, 1), logits);
                 x = tok(rng);
             }
             return now_s() - t0;
@@ -202,21 +203,28 @@ int run_model_bench(const std::vector<std::string>& args) {
     getrusage(RUSAGE_SELF, &ru);
     const double peak_mib = (double)ru.ru_maxrss / 1024.0;
     if (a.has("json")) {
-        std::printf("[\n");
-        for (size_t i = 0; i < rows.size(); i++) {
-            const Row& r = rows[i];
-            std::string samples;
-            for (size_t j = 0; j < r.samples.size(); j++) samples += (j ? ", " : "") + std::to_string(r.samples[j]);
-            std::printf("  {\"model_type\": %s, \"model_filename\": %s, \"model_size\": %llu, \"model_n_params\": %llu, "
-                        "\"backends\": \"CPU\", \"n_threads\": %d, \"type_k\": \"%s\", \"n_prompt\": %d, \"n_gen\": %d, "
-                        "\"test\": \"%s\", \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [%s], "
-                        "\"peak_rss_mib\": %.1f}%s\n",
-                        json_quote(model_desc).c_str(), json_quote(a.get("model", "")).c_str(),
-                        (unsigned long long)size, (unsigned long long)params, r.threads, kv.c_str(), r.n_prompt,
-                        r.n_gen, r.test.c_str(), r.mean(), r.stddev(), samples.c_str(), peak_mib,
-                        i + 1 < rows.size() ? "," : "");
+        json::Value doc = json::Value::array();
+        for (const Row& r : rows) {
+            json::Value samples = json::Value::array();
+            for (double v : r.samples) samples.push(v);
+            json::Value row;
+            row.set("model_type", model_desc)
+                .set("model_filename", a.get("model", ""))
+                .set("model_size", (unsigned long long)size)
+                .set("model_n_params", (unsigned long long)params)
+                .set("backends", "CPU")
+                .set("n_threads", r.threads)
+                .set("type_k", kv)
+                .set("n_prompt", r.n_prompt)
+                .set("n_gen", r.n_gen)
+                .set("test", r.test)
+                .set("avg_ts", r.mean())
+                .set("stddev_ts", r.stddev())
+                .set("samples_ts", std::move(samples))
+                .set("peak_rss_mib", peak_mib);
+            doc.push(std::move(row));
         }
-        std::printf("]\n");
+        std::printf("%s\n", json::write(doc, 2).c_str());
     } else {
         std::printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params", "backend",
                     "threads", "test", "t/s");

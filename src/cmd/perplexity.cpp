@@ -4,8 +4,8 @@
 #include <iterator>
 
 #include "cmd/commands.h"
-#include "cmd/json_utf8.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "model/forward.h"
 #include "model/perplexity.h"
 #include "model/tokenizer.h"
@@ -50,15 +50,18 @@ static int run_perplexity(const std::vector<std::string>& args) {
             std::fflush(stdout);
         });
     if (json) {
-        std::string running = "[";
-        for (size_t i = 0; i < r.running.size(); ++i) {
-            char b[64];
-            std::snprintf(b, sizeof b, "%s%.6f", i ? "," : "", r.running[i]);
-            running += b;
-        }
-        std::printf("{\"model\":%s,\"n_ctx\":%d,\"n_tokens\":%zu,\"n_chunks\":%d,\"n_scored\":%lld,\"running\":%s],\"ppl\":%.6f,\"error\":%.6f}\n",
-                    json_string(m->file().path()).c_str(), n_ctx, tokens.size(), r.n_chunks, (long long)r.n_scored,
-                    running.c_str(), r.ppl, r.error);
+        json::Value running = json::Value::array();
+        for (double v : r.running) running.push(v);
+        json::Value doc;
+        doc.set("model", m->file().path())
+            .set("n_ctx", n_ctx)
+            .set("n_tokens", tokens.size())
+            .set("n_chunks", r.n_chunks)
+            .set("n_scored", (long long)r.n_scored)
+            .set("running", std::move(running))
+            .set("ppl", r.ppl)
+            .set("error", r.error);
+        std::printf("%s\n", json::write(doc).c_str());
         return 0;
     }
     std::printf("\n");

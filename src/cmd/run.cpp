@@ -8,10 +8,9 @@
 #include <iterator>
 
 #include "cmd/commands.h"
-#include "cmd/json_text.h"
-#include "cmd/json_utf8.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "model/chat.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
@@ -67,18 +66,30 @@ static int run_tokens(const cli::Args& a) {
             break;
         }
         t0 = std::chrono::steady_clock::now();
-        logits = m->eval(std::span<const int32_t>(&tok, 1));
+        m->eval_into(std::span<const int32_t>(&tok, 1), logits);
         decode_s += seconds_since(t0);
     }
     const double pp = prompt_s > 0 ? (double)prompt.size() / prompt_s : 0;
     const double tg = decode_s > 0 ? (double)(out.size() - 1) / decode_s : 0;
     if (a.has("json")) {
-        std::printf("{\"model\": %s, \"threads\": %d, \"ctx\": %d, \"kv\": \"%s\", \"prompt\": [%s], \"tokens\": [%s], "
-                    "\"context_full\": %s, \"timings\": {\"load_ms\": %.3f, \"prompt_ms\": %.3f, \"prompt_tokens_per_s\": %.3f, "
-                    "\"decode_ms\": %.3f, \"decode_tokens_per_s\": %.3f}}\n",
-                    json_quote(m->file().path()).c_str(), m->threads(), m->n_ctx(), kv.c_str(), join_ids(prompt, ", ").c_str(),
-                    join_ids(out, ", ").c_str(), full ? "true" : "false", load_s * 1e3, prompt_s * 1e3, pp,
-                    decode_s * 1e3, tg);
+        json::Value jprompt = json::Value::array(), jout = json::Value::array(), timings;
+        for (int32_t id : prompt) jprompt.push(id);
+        for (int32_t id : out) jout.push(id);
+        timings.set("load_ms", load_s * 1e3)
+            .set("prompt_ms", prompt_s * 1e3)
+            .set("prompt_tokens_per_s", pp)
+            .set("decode_ms", decode_s * 1e3)
+            .set("decode_tokens_per_s", tg);
+        json::Value doc;
+        doc.set("model", m->file().path())
+            .set("threads", m->threads())
+            .set("ctx", m->n_ctx())
+            .set("kv", kv)
+            .set("prompt", std::move(jprompt))
+            .set("tokens", std::move(jout))
+            .set("context_full", full)
+            .set("timings", std::move(timings));
+        std::printf("%s\n", json::write(doc).c_str());
     } else {
         std::printf("%s\n", join_ids(out, " ").c_str());
         if (full) std::fprintf(stderr, "bankml run: stopped after %zu tokens: the context of %d is full\n", out.size(), m->n_ctx());

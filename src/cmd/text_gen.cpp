@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <random>
 
-#include "cmd/json_utf8.h"
 #include "core/error.h"
+#include "core/json.h"
 
 namespace bankml::cmd {
 
@@ -73,14 +73,25 @@ std::string timing_line(const model::GenerateResult& r, uint64_t seed) {
 }
 
 std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, int threads, int n_ctx) {
-    char t[512];
-    std::snprintf(t, sizeof t,
-                  "{\"load_ms\":%.3f,\"prompt_ms\":%.3f,\"prompt_tokens_per_s\":%.3f,\"gen_ms\":%.3f,\"gen_tokens_per_s\":%.3f}",
-                  load_seconds * 1e3, r.prompt_seconds * 1e3, r.prompt_tps(), r.gen_seconds * 1e3, r.gen_tps());
-    return "{\"text\":" + json_string(r.text) + ",\"ids\":" + json_ids(r.ids) + ",\"stop_reason\":\"" +
-           model::stop_reason_name(r.reason) + "\",\"n_prompt\":" + std::to_string(r.n_prompt) +
-           ",\"n_gen\":" + std::to_string(r.ids.size()) + ",\"seed\":" + std::to_string(seed) +
-           ",\"threads\":" + std::to_string(threads) + ",\"ctx\":" + std::to_string(n_ctx) + ",\"timings\":" + t + "}";
+    json::Value ids = json::Value::array();
+    for (int32_t id : r.ids) ids.push(id);
+    json::Value timings;
+    timings.set("load_ms", load_seconds * 1e3)
+        .set("prompt_ms", r.prompt_seconds * 1e3)
+        .set("prompt_tokens_per_s", r.prompt_tps())
+        .set("gen_ms", r.gen_seconds * 1e3)
+        .set("gen_tokens_per_s", r.gen_tps());
+    json::Value doc;
+    doc.set("text", r.text)
+        .set("ids", std::move(ids))
+        .set("stop_reason", model::stop_reason_name(r.reason))
+        .set("n_prompt", r.n_prompt)
+        .set("n_gen", r.ids.size())
+        .set("seed", seed)
+        .set("threads", threads)
+        .set("ctx", n_ctx)
+        .set("timings", std::move(timings));
+    return json::write(doc);
 }
 
 }  // namespace bankml::cmd

@@ -52,7 +52,7 @@ public:
     int n_vocab() const override { return m_.n_vocab(); }
     int n_ctx() const override { return m_.n_ctx(); }
     int n_past() const override { return m_.n_past(); }
-    std::vector<float> eval(std::span<const int32_t> tokens) override { return m_.eval(tokens, false); }
+    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override { m_.eval_into(tokens, logits); }
 
 private:
     model::Model& m_;

@@ -5,8 +5,8 @@
 #include <iterator>
 
 #include "cmd/commands.h"
-#include "cmd/json_utf8.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 
@@ -39,9 +39,14 @@ static int run_tokenize(const std::vector<std::string>& args) {
     auto tok = model::Tokenizer::from_gguf(file);
     auto ids = tok.encode(text, !a.has("no-special"));
     if (a.has("json")) {
-        std::string pieces = "[";
-        for (size_t i = 0; i < ids.size(); ++i) pieces += (i ? "," : "") + json_string(tok.piece(ids[i], true));
-        std::printf("{\"n_tokens\":%zu,\"ids\":%s,\"pieces\":%s]}\n", ids.size(), json_ids(ids).c_str(), pieces.c_str());
+        json::Value jids = json::Value::array(), pieces = json::Value::array();
+        for (int32_t id : ids) {
+            jids.push(id);
+            pieces.push(tok.piece(id, true));
+        }
+        json::Value doc;
+        doc.set("n_tokens", ids.size()).set("ids", std::move(jids)).set("pieces", std::move(pieces));
+        std::printf("%s\n", json::write(doc).c_str());
         return 0;
     }
     std::string line;
@@ -78,7 +83,7 @@ static int run_detokenize(const std::vector<std::string>& args) {
                         std::to_string(tok.n_vocab()) + " tokens)");
     std::string text = tok.decode(ids, !a.has("no-special"));
     if (a.has("json")) {
-        std::printf("{\"text\":%s}\n", json_string(text).c_str());
+        std::printf("%s\n", json::write(json::Value::object().set("text", text)).c_str());
         return 0;
     }
     std::fwrite(text.data(), 1, text.size(), stdout);

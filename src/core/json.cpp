@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/utf8.h"
+
 namespace bankml::json {
 
 const char* type_name(Type t) {
@@ -149,51 +151,6 @@ bool Value::operator==(const Value& o) const {
 }
 
 // ---------------------------------------------------------------------------------------------
-// UTF-8
-
-// Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one (overlong forms, UTF-16
-// surrogates, code points above U+10FFFF and truncated sequences are invalid; RFC 3629).
-static size_t utf8_len(const unsigned char* s, size_t n) {
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    auto cont = [&](size_t i) { return i < n && (s[i] & 0xC0) == 0x80; };
-    if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-    if (c >= 0xE0 && c <= 0xEF) {
-        if (n < 2) return 0;
-        unsigned char c1 = s[1];
-        if (c == 0xE0 && c1 < 0xA0) return 0;  // overlong
-        if (c == 0xED && c1 > 0x9F) return 0;  // surrogate
-        return cont(1) && cont(2) ? 3 : 0;
-    }
-    if (c >= 0xF0 && c <= 0xF4) {
-        if (n < 2) return 0;
-        unsigned char c1 = s[1];
-        if (c == 0xF0 && c1 < 0x90) return 0;  // overlong
-        if (c == 0xF4 && c1 > 0x8F) return 0;  // above U+10FFFF
-        return cont(1) && cont(2) && cont(3) ? 4 : 0;
-    }
-    return 0;
-}
-
-static void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += char(cp);
-    } else if (cp < 0x800) {
-        out += char(0xC0 | (cp >> 6));
-        out += char(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += char(0xE0 | (cp >> 12));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    } else {
-        out += char(0xF0 | (cp >> 18));
-        out += char(0x80 | ((cp >> 12) & 0x3F));
-        out += char(0x80 | ((cp >> 6) & 0x3F));
-        out += char(0x80 | (cp & 0x3F));
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Writer
 
 void write_string(std::string& out, std::string_view s) {
@@ -217,7 +174,7 @@ void write_string(std::string& out, std::string_view s) {
         } else if (c < 0x80) {
             out += char(c);
         } else {
-            size_t len = utf8_len(p + i, n - i);
+            size_t len = utf8::sequence_length(s.substr(i));
             if (len == 0) {
                 out += "\xEF\xBF\xBD";  // U+FFFD for a byte that is not valid UTF-8
                 ++i;
@@ -504,7 +461,7 @@ private:
                                 fail_msg(second, "a low surrogate after \\u" + hexs(cp));
                             }
                         }
-                        put_utf8(out, cp);
+                        utf8::append(out, cp);
                         break;
                     }
                     default:
@@ -518,7 +475,7 @@ private:
                 ++i_;
                 continue;
             }
-            size_t len = utf8_len(p + i_, s_.size() - i_);
+            size_t len = utf8::sequence_length(s_.substr(i_));
             if (len == 0) fail("valid UTF-8");
             out.append(s_.data() + i_, len);
             i_ += len;

@@ -330,7 +330,7 @@ const Hparams& Model::hparams() const { return impl_->hp; }
 const gguf::File& Model::file() const { return impl_->file; }
 void Model::reset() { impl_->n_past = 0; }
 
-std::vector<float> Model::eval(std::span<const int32_t> tokens, bool all_logits) {
+void Model::eval_into(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits) {
     Impl& m = *impl_;
     if (tokens.empty()) throw Error("eval: no tokens");
     for (size_t i = 0; i < tokens.size(); i++)
@@ -341,13 +341,18 @@ std::vector<float> Model::eval(std::span<const int32_t> tokens, bool all_logits)
         throw Error("context full: " + std::to_string(m.n_past) + " cached + " + std::to_string(tokens.size()) +
                     " new tokens exceed the context of " + std::to_string(m.n_ctx));
     const size_t V = (size_t)m.hp.n_vocab;
-    std::vector<float> out(all_logits ? tokens.size() * V : V);
+    out.resize(all_logits ? tokens.size() * V : V);
     for (size_t i = 0; i < tokens.size(); i += MAX_BATCH) {
         const size_t n = std::min(MAX_BATCH, tokens.size() - i);
         const bool last = i + n == tokens.size();
         float* dst = all_logits ? out.data() + i * V : (last ? out.data() : nullptr);
         m.run_chunk(tokens.data() + i, n, dst, all_logits);
     }
+}
+
+std::vector<float> Model::eval(std::span<const int32_t> tokens, bool all_logits) {
+    std::vector<float> out;
+    eval_into(tokens, out, all_logits);
     return out;
 }
 

@@ -51,6 +51,9 @@ public:
     // logits (n_vocab floats), or with all_logits every token's (tokens.size() * n_vocab).
     // Throws bankml::Error on a token id out of range or a full context.
     std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false);
+    // The same into the caller's vector (resized to fit): a decode loop that keeps one vector
+    // allocates nothing per token.
+    void eval_into(std::span<const int32_t> tokens, std::vector<float>& logits, bool all_logits = false);
 
     struct Impl;
 

@@ -96,7 +96,8 @@ GenerateResult generate(LogitSource& model, const Tokenizer& tok, Sampler& sampl
     };
 
     auto t0 = Clock::now();
-    std::vector<float> logits = model.eval(prompt);
+    std::vector<float> logits;
+    model.eval(prompt, logits);
     r.prompt_seconds = since(t0);
     auto t1 = Clock::now();
     bool stopped = false;
@@ -142,7 +143,7 @@ GenerateResult generate(LogitSource& model, const Tokenizer& tok, Sampler& sampl
             r.reason = StopReason::ContextFull;
             break;
         }
-        logits = model.eval(std::span<const int32_t>(&id, 1));
+        model.eval(std::span<const int32_t>(&id, 1), logits);
     }
     if (!stopped) {
         bool hit = false;

@@ -21,8 +21,9 @@ public:
     virtual int n_vocab() const = 0;
     virtual int n_ctx() const = 0;
     virtual int n_past() const = 0;
-    // Appends tokens to the cache; returns the last token's logits (n_vocab floats).
-    virtual std::vector<float> eval(std::span<const int32_t> tokens) = 0;
+    // Appends tokens to the cache; sets logits to the last token's (n_vocab floats). generate()
+    // passes the same vector every token, so a source that resizes it allocates once.
+    virtual void eval(std::span<const int32_t> tokens, std::vector<float>& logits) = 0;
 };
 
 enum class StopReason { EndOfGeneration, Length, StopString, ContextFull };

@@ -7,6 +7,7 @@
 
 #include "core/f16.h"
 #include "core/kernels.h"
+#include "quant/matmul.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -164,21 +165,6 @@ static inline float reduce_4x8(float acc[4][8]) {
     return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
-static float dot_f16_ref(const uint16_t* x, const uint16_t* y, size_t n) {
-    const size_t np = n & ~(size_t)31;
-    float acc[4][8] = {};
-    for (size_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++) {
-                // Products of two halves are exact in f32, so ggml's FMA is a plain add here.
-                const size_t k = i + 8 * j + l;
-                acc[j][l] = std::fma(h2f(x[k]), h2f(y[k]), acc[j][l]);
-            }
-    double sum = reduce_4x8(acc);
-    for (size_t i = np; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));
-    return (float)sum;
-}
-
 static float dot_f32_ref(const float* x, const float* y, size_t n) {
     const size_t np = n & ~(size_t)31;
     float acc[4][8] = {};
@@ -207,16 +193,6 @@ AVX2_FN static inline __m256 load_h8(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
 }
 
-AVX2_FN static float dot_f16_avx2(const uint16_t* x, const uint16_t* y, size_t n) {
-    const size_t np = n & ~(size_t)31;
-    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (size_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++) s[j] = _mm256_fmadd_ps(load_h8(x + i + 8 * j), load_h8(y + i + 8 * j), s[j]);
-    double sum = reduce_avx(s[0], s[1], s[2], s[3]);
-    for (size_t i = np; i < n; i++) sum += (double)(h2f(x[i]) * h2f(y[i]));
-    return (float)sum;
-}
-
 AVX2_FN static float dot_f32_avx2(const float* x, const float* y, size_t n) {
     const size_t np = n & ~(size_t)31;
     __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -237,10 +213,8 @@ AVX2_FN static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
 #endif
 
 float dot_f16(const uint16_t* x, const uint16_t* y, size_t n) {
-#if BANKML_OPS_X86
-    if (fast_paths()) return dot_f16_avx2(x, y, n);
-#endif
-    return dot_f16_ref(x, y, n);
+    // The same loop as an F16 weight row's product: the kernel's, on the path ops use.
+    return quant::dot_f16(n, x, y, fast_paths() ? quant::Path::Fast : quant::Path::Reference);
 }
 
 float dot_f32(const float* x, const float* y, size_t n) {

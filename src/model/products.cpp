@@ -31,15 +31,6 @@ bool product_type_supported(gguf::Type t) {
     return t == gguf::Type::Q1_0 || t == gguf::Type::Q2_0 || t == gguf::Type::F16 || t == gguf::Type::F32;
 }
 
-void Products::mv(par::Pool& pool, const Matrix& w, const float* x, float* y) {
-    quant::WeightType wt;
-    if (!quant_type(w.type, wt)) return mm(pool, w, x, 1, y);
-    const size_t cols = (size_t)w.cols, ab = quant::act_bytes(wt, cols);
-    if (act_.size() < ab) act_.resize(ab);
-    quant::prepare_activations(wt, x, cols, 1, act_.data());
-    quant::mat_vec_par(pool, wt, w.data, (size_t)w.rows, cols, act_.data(), y);
-}
-
 void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y) {
     const size_t cols = (size_t)w.cols, rows = (size_t)w.rows;
     quant::WeightType wt;

@@ -27,15 +27,13 @@ bool product_type_supported(gguf::Type t);
 // Reusable scratch for the quantized activations, so that products allocate nothing per token.
 class Products {
 public:
-    // y[rows] = W x (x: cols floats).
-    void mv(par::Pool& pool, const Matrix& w, const float* x, float* y);
     // Y[c*rows + r] = row r of W times column c of X (X[c*cols + k]), for c < n.
     void mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y);
 
     // Several matrices times the same column(s) (Q, K, V; gate, up): the column is prepared once,
     // and with one column the rows of all of them are shared out in one pool job, in jobs of 256
     // rows, so that a decoded token waits for half as many pool barriers and claims far fewer
-    // chunks (also worth it for one matrix). Every element has mv's / mm's bits.
+    // chunks (also worth it for one matrix). Every element has mm's bits.
     struct Out {
         const Matrix* w;
         float* y;

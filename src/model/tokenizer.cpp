@@ -5,12 +5,12 @@
 #include <queue>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "model/unicode.h"
 #include "model/unicode_split.h"
 
 namespace bankml::model {
 
-using unicode::append_utf8;
 
 // Tokens llama.cpp ends generation at by their text (besides the file's EOS/EOT ids).
 static const char* const EOG_TEXTS[] = {
@@ -103,7 +103,7 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
     };
     std::vector<Sym> sym;
     for (size_t o = 0; o < word.size();) {
-        size_t l = std::max<size_t>(1, unicode::utf8_sequence_length(word.substr(o)));
+        size_t l = std::max<size_t>(1, utf8::sequence_length(word.substr(o)));
         int i = int(sym.size());
         sym.push_back({o, l, i - 1, -1});
         if (i > 0) sym[i - 1].next = i;
@@ -151,15 +151,15 @@ void Tokenizer::bpe(std::string_view word, std::vector<int32_t>& out) const {
 }
 
 void Tokenizer::encode_text(std::string_view text, std::vector<int32_t>& out) const {
-    std::vector<uint32_t> cps = unicode::decode_utf8(text);
+    std::vector<uint32_t> cps = utf8::decode(text);
     std::vector<size_t> lens = unicode::split_qwen2(cps);
     size_t p = 0;
     std::string utf8, word;
     for (size_t len : lens) {
         utf8.clear();
         word.clear();
-        for (size_t i = p; i < p + len; ++i) append_utf8(utf8, cps[i]);
-        for (unsigned char b : utf8) append_utf8(word, unicode::byte_to_cp(b));
+        for (size_t i = p; i < p + len; ++i) utf8::append(utf8, cps[i]);
+        for (unsigned char b : utf8) utf8::append(word, unicode::byte_to_cp(b));
         bpe(word, out);
         p += len;
     }
@@ -213,7 +213,7 @@ std::string Tokenizer::piece(int32_t id, bool special) const {
         case TokenType::UserDefined: return t;
         case TokenType::Normal: {
             std::string out;
-            for (uint32_t cp : unicode::decode_utf8(t)) {
+            for (uint32_t cp : utf8::decode(t)) {
                 int b = unicode::cp_to_byte(cp);
                 if (b >= 0) {
                     out += char(b);
@@ -240,32 +240,16 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool special) const 
     return out;
 }
 
-std::string sanitize_utf8(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-        size_t n = unicode::utf8_sequence_length(s.substr(i));
-        if (n == 0) {
-            append_utf8(out, unicode::REPLACEMENT);
-            ++i;
-        } else {
-            out.append(s.substr(i, n));
-            i += n;
-        }
-    }
-    return out;
-}
-
 std::string StreamDecoder::push(int32_t id) {
     held_ += tok_.piece(id, special_);
-    size_t n = unicode::utf8_stable_prefix(held_);
-    std::string out = sanitize_utf8(std::string_view(held_).substr(0, n));
+    size_t n = utf8::stable_prefix(held_);
+    std::string out = utf8::sanitize(std::string_view(held_).substr(0, n));
     held_.erase(0, n);
     return out;
 }
 
 std::string StreamDecoder::flush() {
-    std::string out = sanitize_utf8(held_);
+    std::string out = utf8::sanitize(held_);
     held_.clear();
     return out;
 }

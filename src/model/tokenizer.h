@@ -97,7 +97,4 @@ private:
     std::string held_;
 };
 
-// Replaces every byte that does not begin a well-formed UTF-8 sequence with U+FFFD.
-std::string sanitize_utf8(std::string_view s);
-
 }  // namespace bankml::model

@@ -36,20 +36,23 @@ using Clock = std::chrono::steady_clock;
 // Microseconds per call of f: the best of five batches of about seconds/5 each (at least one call
 // per batch, after one warm-up call). The best batch is the one least disturbed by the other
 // processes on a shared machine.
+// One batch: calls f until `seconds` have passed (at least once); microseconds per call.
+static double batch_us(double seconds, const std::function<void()>& f) {
+    int n = 0;
+    auto t0 = Clock::now();
+    double el = 0;
+    do {
+        f();
+        ++n;
+        el = std::chrono::duration<double>(Clock::now() - t0).count();
+    } while (el < seconds);
+    return el / n * 1e6;
+}
+
 double time_us(double seconds, const std::function<void()>& f) {
     f();
     double best = 1e300;
-    for (int b = 0; b < 5; ++b) {
-        int n = 0;
-        auto t0 = Clock::now();
-        double el = 0;
-        do {
-            f();
-            ++n;
-            el = std::chrono::duration<double>(Clock::now() - t0).count();
-        } while (el < seconds / 5);
-        best = std::min(best, el / n * 1e6);
-    }
+    for (int b = 0; b < 5; ++b) best = std::min(best, batch_us(seconds / 5, f));
     return best;
 }
 
@@ -60,16 +63,7 @@ std::pair<double, double> time_pair(double seconds, const std::function<void()>&
     fb();
     double best[2] = {1e300, 1e300};
     for (int b = 0; b < 10; ++b) {
-        const auto& f = b % 2 ? fb : fa;
-        int n = 0;
-        auto t0 = Clock::now();
-        double el = 0;
-        do {
-            f();
-            ++n;
-            el = std::chrono::duration<double>(Clock::now() - t0).count();
-        } while (el < seconds / 5);
-        best[b % 2] = std::min(best[b % 2], el / n * 1e6);
+        best[b % 2] = std::min(best[b % 2], batch_us(seconds / 5, b % 2 ? fb : fa));
     }
     return {best[0], best[1]};
 }

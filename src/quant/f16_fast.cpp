@@ -55,6 +55,8 @@ TARGET static float dot_f(size_t n, const float* w, const float* x) {
     return float(sumf);
 }
 
+TARGET float f16_dot_avx2(size_t n, const uint16_t* w, const uint16_t* x) { return dot_h(n, w, x); }
+
 void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p) {
     p.xf.resize(cols * ncols);
     f16_to_f32_row(x, p.xf.data(), cols * ncols);
@@ -68,7 +70,9 @@ TARGET void f16_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, cons
         for (size_t r = r0; r < r1; ++r) y[r] = dot_h(cols, wh + r * cols, xh);
         return;
     }
-    std::vector<float> wf(cols);
+    // Per worker thread, grown to the widest row seen: no allocation per chunk.
+    static thread_local std::vector<float> wf;
+    if (wf.size() < cols) wf.resize(cols);
     for (size_t r = r0; r < r1; ++r) {
         f16_to_f32_row(wh + r * cols, wf.data(), cols);
         for (size_t c = 0; c < ncols; ++c) y[c * ldy + r] = dot_f(cols, wf.data(), p.xf.data() + c * cols);

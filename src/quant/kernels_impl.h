@@ -35,6 +35,7 @@ void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void
                     float* y, size_t ldy);
 void q2_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
+float f16_dot_avx2(size_t n, const uint16_t* w, const uint16_t* x);
 void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p);
 void f16_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                    float* y, size_t ldy);

@@ -55,6 +55,23 @@ void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols
     }
 }
 
+float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path) {
+#if defined(__x86_64__)
+    if (use_fast(path)) return detail::f16_dot_avx2(n, w, x);
+#endif
+    (void)path;
+    return vec_dot_f16_ref(n, w, x);
+}
+
+// The calling thread's prepared activations, kept between calls: the vectors only grow, so after
+// the first product of each size a decode step allocates nothing. run() holds it by reference so
+// that the pool's workers read the caller's copy (a thread_local named inside the chunk lambda
+// would be each worker's own); run() never re-enters itself on one thread.
+static detail::Prepared& caller_scratch() {
+    static thread_local detail::Prepared p;
+    return p;
+}
+
 // The one entry behind all four public functions: rows in chunks (on the pool or not), every
 // column of a chunk computed by the same per-element arithmetic.
 static void run(par::Pool* pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
@@ -63,7 +80,7 @@ static void run(par::Pool* pool, WeightType t, const void* w, size_t rows, size_
     if (rows == 0 || ncols == 0) return;
     if (!w || !x || !y) throw Error(std::string(caller) + ": null weights, activations or output");
     [[maybe_unused]] const bool fast = use_fast(path);
-    [[maybe_unused]] detail::Prepared prep;
+    [[maybe_unused]] detail::Prepared& prep = caller_scratch();
 #if defined(__x86_64__)
     if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep, vnni_allowed());
     if (fast && t == WeightType::Q2_0) detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep);

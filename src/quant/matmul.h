@@ -7,6 +7,7 @@
 // (dot.h), whichever path, thread count or batch size computes it.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "par/pool.h"
 #include "quant/blocks.h"
@@ -18,6 +19,10 @@ namespace bankml::quant {
 // type t: Q8_0 (quantize_row_q8_0) or f16 (round to nearest even). out: ncols * act_bytes(t, cols).
 void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols, void* out,
                          Path path = Path::Auto);
+
+// One f16 row by one f16 column (vec_dot_f16_ref's bits, AVX2 when the path allows), for callers
+// whose rows are not a weight matrix (the f16 KV cache's attention scores).
+float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path = Path::Auto);
 
 // y[r] = row r . x for r in [0, rows). One thread.
 void mat_vec(WeightType t, const void* w, size_t rows, size_t cols, const void* x, float* y,
