@@ -45,6 +45,8 @@ inline constexpr uint32_t Q1_0_PUSH_BYTES = 8;
 inline constexpr uint32_t LOCAL_SIZE = 64;
 // q1_0_mat_vec's workgroup: 256 rows share one copy of the activation's table in workgroup memory.
 inline constexpr uint32_t MAT_VEC_ROWS = 256;
+// q1_0_mat_vec8's workgroup: 32 rows of eight lanes (256 invocations), sharing the table the same way.
+inline constexpr uint32_t MAT_VEC8_ROWS = 32;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
@@ -77,7 +79,7 @@ FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<floa
 FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
 // Workgroups to dispatch for `rows` output rows.
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_ROWS - 1) / MAT_VEC_ROWS); }
-inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
+inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows + MAT_VEC8_ROWS - 1) / MAT_VEC8_ROWS); }
 
 // One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
 // bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
