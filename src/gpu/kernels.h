@@ -1,6 +1,7 @@
 // The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row, 256 rows per
 // workgroup sharing the activation's table in workgroup memory: the large matrices) and
-// q1_0_mat_vec8 (eight per row, one per accumulation lane: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
+// q1_0_mat_vec8 (eight per row, one per accumulation lane, 32 rows per workgroup sharing the same
+// table: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
 // a card that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
