@@ -27,7 +27,7 @@ struct Kernel {
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
     FmaPath fma = FmaPath::exact;
-    // q1_0_mat_vec: the table chunk in workgroup memory (0: the kernel reads binding 3 directly).
+    // The table chunk in workgroup memory.
     uint32_t shared = 0;
     uint32_t f4 = 0;
     // q1_0_mat_vec8 with `shared`: the invocation's lane is a value; lane·4 (the nibble's shift)
@@ -79,37 +79,30 @@ struct Kernel {
         return L;
     }
 
-    // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):
-    // ab = d1·s, then ab + d1·s (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
-    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc) exactly: through
-    // fma_exact, or through GLSL's Fma where the card proved it fuses (FmaPath::native).
-    // `slot` (with `shared`): the block's place in the workgroup's table chunk; its lanes are then
-    // constants, so each table read is a shift, a mask and a workgroup-memory load at a constant
-    // offset from the nibble.
+    // One 128-weight block for the given lanes: ab = d1·s, then ab + d1·s (d1·s is exact, so the
+    // CPU's fma(d1, s, ab) is this single rounding, and pack_act tabulates d1·s itself), then
+    // acc = fma(d0, ab, acc) exactly: through fma_exact, or through GLSL's Fma where the card
+    // proved it fuses (FmaPath::native). The products come from the workgroup's table chunk
+    // (`shared`), `slot` being the block's place in it: each read is a shift, a mask and a
+    // workgroup-memory load at a constant offset from the nibble (q1_0_mat_vec: lanes[l] is the
+    // constant l; q1_0_mat_vec8: one lane, its shift and offset computed once).
     void compute_block(const Loaded& L, const std::vector<uint32_t>& lanes, const std::vector<uint32_t>& acc_vars,
-                       uint32_t slot = 0) {
+                       uint32_t slot) {
         std::vector<uint32_t> ab(lanes.size(), 0);
-        uint32_t wptr = shared ? m.t_ptr(StorageWorkgroup, f) : 0;
+        uint32_t wptr = m.t_ptr(StorageWorkgroup, f);
         for (uint32_t k = 0; k < 4; ++k) {
             uint32_t word = m.op(OpCompositeExtract, u, {L.words, k});
-            uint32_t sub = shared ? 0 : add_u(mul_u(L.b, m.c_u32(4)), m.c_u32(k));
             // The lane's d1·s for this sub-block and these four sign bits, from the activation's table.
-            uint32_t base = shared ? 0 : m.op(OpShiftLeftLogical, u, {sub, m.c_u32(7)});  // 8 lanes × 16 entries
             for (size_t l = 0; l < lanes.size(); ++l) {
-                uint32_t p;
-                if (shared && lane_shift) {  // q1_0_mat_vec8: one lane, its shift and offset precomputed
-                    uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, lane_shift}), m.c_u32(15)});
-                    uint32_t at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
-                    p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
-                } else if (shared) {  // lanes[l] is the constant l here
-                    uint32_t nib = m.op(OpBitwiseAnd, u, {l ? m.op(OpShiftRightLogical, u, {word, m.c_u32(uint32_t(4 * l))}) : word, m.c_u32(15)});
-                    uint32_t at = add_u(nib, m.c_u32((slot * 4 + k) * 128 + uint32_t(l) * 16));
-                    p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
+                uint32_t nib, at;
+                if (lane_shift) {
+                    nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, lane_shift}), m.c_u32(15)});
+                    at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
                 } else {
-                    uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(2)})}), m.c_u32(15)});
-                    uint32_t at = add_u(add_u(base, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(4)})), nib);
-                    p = m.load_elem(f, aq, at);
+                    nib = m.op(OpBitwiseAnd, u, {l ? m.op(OpShiftRightLogical, u, {word, m.c_u32(uint32_t(4 * l))}) : word, m.c_u32(15)});
+                    at = add_u(nib, m.c_u32((slot * 4 + k) * 128 + uint32_t(l) * 16));
                 }
+                uint32_t p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
                 ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
             }
         }
