@@ -245,7 +245,7 @@ TEST(native_kernels_follow_the_cpu_order) {
         if (std::strcmp(t[i].kind, "subnormal")) unfused = fbits(seen[i]) == fbits(unfused_fma(t[i].a, t[i].b, t[i].c));
     if (!probe.native && !unfused) SKIP("this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
     auto outer = [&](float a, float b, float c) { return probe.native ? std::fma(a, b, c) : unfused_fma(a, b, c); };
-    size_t rows = 333, n = 1152;  // a partial second workgroup of q1_0_mat_vec
+    size_t rows = 333, n = 1152;  // a partial last workgroup of both kernels (256 + 77; 10·32 + 13)
     std::mt19937_64 rng(17);
     std::vector<uint8_t> w(rows * n / 128 * 18), q8(n / 32 * 34);
     for (auto& x : w) x = uint8_t(rng());

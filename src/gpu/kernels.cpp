@@ -27,9 +27,12 @@ struct Kernel {
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
     FmaPath fma = FmaPath::exact;
-    // q1_0_mat_vec: the table chunk in workgroup memory (0: the kernel reads binding 3 directly).
+    // The table chunk in workgroup memory.
     uint32_t shared = 0;
     uint32_t f4 = 0;
+    // q1_0_mat_vec8 with `shared`: the invocation's lane is a value; lane·4 (the nibble's shift)
+    // and lane·16 (its run in the table), computed once.
+    uint32_t lane_shift = 0, lane_off = 0;
 
     // table_vec4: binding 3 seen as vec4 (16-byte loads for the cooperative copy into workgroup memory).
     Kernel(bool local_id, FmaPath path, uint32_t local_size = LOCAL_SIZE, bool table_vec4 = false) : fma(path) {
@@ -76,33 +79,30 @@ struct Kernel {
         return L;
     }
 
-    // One 128-weight block for the given lanes (lane ids are u32 values, constant or not):
-    // ab = d1·s, then ab + d1·s (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
-    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc) exactly: through
-    // fma_exact, or through GLSL's Fma where the card proved it fuses (FmaPath::native).
-    // `slot` (with `shared`): the block's place in the workgroup's table chunk; its lanes are then
-    // constants, so each table read is a shift, a mask and a workgroup-memory load at a constant
-    // offset from the nibble.
+    // One 128-weight block for the given lanes: ab = d1·s, then ab + d1·s (d1·s is exact, so the
+    // CPU's fma(d1, s, ab) is this single rounding, and pack_act tabulates d1·s itself), then
+    // acc = fma(d0, ab, acc) exactly: through fma_exact, or through GLSL's Fma where the card
+    // proved it fuses (FmaPath::native). The products come from the workgroup's table chunk
+    // (`shared`), `slot` being the block's place in it: each read is a shift, a mask and a
+    // workgroup-memory load at a constant offset from the nibble (q1_0_mat_vec: lanes[l] is the
+    // constant l; q1_0_mat_vec8: one lane, its shift and offset computed once).
     void compute_block(const Loaded& L, const std::vector<uint32_t>& lanes, const std::vector<uint32_t>& acc_vars,
-                       uint32_t slot = 0) {
+                       uint32_t slot) {
         std::vector<uint32_t> ab(lanes.size(), 0);
-        uint32_t wptr = shared ? m.t_ptr(StorageWorkgroup, f) : 0;
+        uint32_t wptr = m.t_ptr(StorageWorkgroup, f);
         for (uint32_t k = 0; k < 4; ++k) {
             uint32_t word = m.op(OpCompositeExtract, u, {L.words, k});
-            uint32_t sub = shared ? 0 : add_u(mul_u(L.b, m.c_u32(4)), m.c_u32(k));
             // The lane's d1·s for this sub-block and these four sign bits, from the activation's table.
-            uint32_t base = shared ? 0 : m.op(OpShiftLeftLogical, u, {sub, m.c_u32(7)});  // 8 lanes × 16 entries
             for (size_t l = 0; l < lanes.size(); ++l) {
-                uint32_t p;
-                if (shared) {  // lanes[l] is the constant l here
-                    uint32_t nib = m.op(OpBitwiseAnd, u, {l ? m.op(OpShiftRightLogical, u, {word, m.c_u32(uint32_t(4 * l))}) : word, m.c_u32(15)});
-                    uint32_t at = add_u(nib, m.c_u32((slot * 4 + k) * 128 + uint32_t(l) * 16));
-                    p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
+                uint32_t nib, at;
+                if (lane_shift) {
+                    nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, lane_shift}), m.c_u32(15)});
+                    at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
                 } else {
-                    uint32_t nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(2)})}), m.c_u32(15)});
-                    uint32_t at = add_u(add_u(base, m.op(OpShiftLeftLogical, u, {lanes[l], m.c_u32(4)})), nib);
-                    p = m.load_elem(f, aq, at);
+                    nib = m.op(OpBitwiseAnd, u, {l ? m.op(OpShiftRightLogical, u, {word, m.c_u32(uint32_t(4 * l))}) : word, m.c_u32(15)});
+                    at = add_u(nib, m.c_u32((slot * 4 + k) * 128 + uint32_t(l) * 16));
                 }
+                uint32_t p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
                 ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
             }
         }
@@ -115,26 +115,9 @@ struct Kernel {
         }
     }
 
-    // for (b = 0; b < blocks; ++b) block b, in the same order. Blocks come UNROLL at a time with
-    // every load issued before the arithmetic, so a row's memory latency overlaps (each lane's
-    // chain over the blocks is sequential); the last blocks one at a time.
+    // Blocks come UNROLL at a time (one chunk of the table), with every load issued before the
+    // arithmetic, so a row's memory latency overlaps (each lane's chain over the blocks is sequential).
     static constexpr uint32_t UNROLL = 4;
-    void blocks_loop(uint32_t row, uint32_t rows, uint32_t blocks, const std::vector<uint32_t>& lanes,
-                     const std::vector<uint32_t>& acc_vars, uint32_t bvar) {
-        m.store(bvar, c0);
-        for (uint32_t v : acc_vars) m.store(v, cf0);
-        m.loop([&] { return m.op(OpULessThanEqual, bl, {add_u(m.load(u, bvar), m.c_u32(UNROLL)), blocks}); },
-               [&] {
-                   uint32_t b = m.load(u, bvar);
-                   std::vector<Loaded> L;
-                   for (uint32_t j = 0; j < UNROLL; ++j) L.push_back(load_block(row, rows, j ? add_u(b, m.c_u32(j)) : b));
-                   for (const Loaded& x : L) compute_block(x, lanes, acc_vars);
-               },
-               [&] { m.store(bvar, add_u(m.load(u, bvar), m.c_u32(UNROLL))); });
-        m.loop([&] { return m.op(OpULessThan, bl, {m.load(u, bvar), blocks}); },
-               [&] { compute_block(load_block(row, rows, m.load(u, bvar)), lanes, acc_vars); },
-               [&] { m.store(bvar, add_u(m.load(u, bvar), c1)); });
-    }
 
     // The CPU's horizontal sum of eight lanes: (a0+a4 + a2+a6) + (a1+a5 + a3+a7).
     uint32_t hsum(const std::vector<uint32_t>& a) {
@@ -151,25 +134,44 @@ struct Kernel {
 
 }  // namespace
 
-// One invocation per row, MAT_VEC_ROWS rows per workgroup. The activation's table is the same for
-// every row, so the workgroup copies it into workgroup memory a chunk of CHUNK blocks at a time
-// (8 KiB; 16-byte loads, two per invocation) and every row reads its 32 products per block from
-// there: no global address arithmetic per read, and the table leaves L2 once per 256 rows. The
-// chunk's weight loads are issued before the copy, so their DRAM latency overlaps it. Every
-// invocation reaches the barriers (rows past the end compute on the last row and store nothing).
-std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
-    Kernel k(true, path, MAT_VEC_ROWS, true);
+// Both kernels keep the activation's table in workgroup memory: the table is the same for every
+// row, so the workgroup copies it a chunk of CHUNK blocks at a time (8 KiB; 16-byte loads, two per
+// invocation of 256) and every row reads its products from there: no global address arithmetic
+// per read, and the table leaves L2 once per workgroup. The chunk's weight loads are issued before
+// the copy, so their DRAM latency overlaps it. Every invocation reaches the barriers (rows past the
+// end compute on the last row and store nothing).
+//
+// q1_0_mat_vec: one invocation per row, MAT_VEC_ROWS rows per workgroup, the eight lanes in
+// registers. q1_0_mat_vec8: eight per row, MAT_VEC8_ROWS rows per workgroup, lane-major:
+// invocation lid is lane lid/32 of row lid%32, so a 32-wide subgroup holds one lane of 32
+// neighbouring rows (its table reads one 16-entry run: no bank conflicts; its weight reads 512
+// contiguous bytes). The lane sums meet in workgroup memory after a barrier and lane 0 adds them
+// in the CPU's order.
+static std::vector<uint32_t> table_kernel(FmaPath path, bool eight) {
+    constexpr uint32_t INV = 256;  // invocations per workgroup, both kernels
+    static_assert(MAT_VEC_ROWS == INV && MAT_VEC8_ROWS * 8 == INV, "256 invocations per workgroup");
+    Kernel k(true, path, INV, true);
     Module& m = k.m;
     constexpr uint32_t CHUNK = Kernel::UNROLL, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
     k.shared = m.workgroup_array(k.f, CHUNK * FLOATS);
-    std::vector<uint32_t> acc(8), lanes(8);
-    for (uint32_t l = 0; l < 8; ++l) acc[l] = m.local_var(k.f), lanes[l] = m.c_u32(l);
+    uint32_t nl = eight ? 1 : 8;
+    std::vector<uint32_t> acc(nl), lanes(nl);
+    for (uint32_t l = 0; l < nl; ++l) acc[l] = m.local_var(k.f), lanes[l] = m.c_u32(l);
+    uint32_t sums = eight ? m.workgroup_array(k.f, INV) : 0;
     uint32_t bvar = m.local_var(k.u);
     uint32_t gid = m.builtin_x(k.gid), lid = m.builtin_x(k.lid);
     uint32_t rows = k.push_u32(0), blocks = k.push_u32(1);
-    uint32_t active = m.op(OpULessThan, k.bl, {gid, rows});
-    // rows >= 1 whenever a workgroup runs (groups_mat_vec(0) = 0).
-    uint32_t row = m.ext(k.u, GlslUMin, {gid, m.op(OpISub, k.u, {rows, k.c1})});
+    uint32_t row0 = gid, lane = 0;
+    if (eight) {
+        lane = m.op(OpShiftRightLogical, k.u, {lid, m.c_u32(5)});
+        row0 = k.add_u(m.op(OpShiftLeftLogical, k.u, {m.op(OpShiftRightLogical, k.u, {gid, m.c_u32(8)}), m.c_u32(5)}),
+                       m.op(OpBitwiseAnd, k.u, {lid, m.c_u32(31)}));
+        k.lane_shift = m.op(OpShiftLeftLogical, k.u, {lane, m.c_u32(2)});
+        k.lane_off = m.op(OpShiftLeftLogical, k.u, {lane, m.c_u32(4)});
+    }
+    uint32_t active = m.op(OpULessThan, k.bl, {row0, rows});
+    // rows >= 1 whenever a workgroup runs (the group counts of 0 rows are 0).
+    uint32_t row = m.ext(k.u, GlslUMin, {row0, m.op(OpISub, k.u, {rows, k.c1})});
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
     auto chunk = [&](uint32_t n) {  // blocks b .. b+n-1, n <= CHUNK
         uint32_t b = m.load(k.u, bvar);
@@ -177,15 +179,15 @@ std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
         for (uint32_t j = 0; j < n; ++j) L.push_back(k.load_block(row, rows, j ? k.add_u(b, m.c_u32(j)) : b));
         m.barrier();  // every row has read the previous chunk
         uint32_t vecs = n * FLOATS / 4, first = m.op(OpShiftLeftLogical, k.u, {b, m.c_u32(7)});  // 128 vec4 per block
-        for (uint32_t i = 0; i * MAT_VEC_ROWS < vecs; ++i) {
-            uint32_t idx = i ? k.add_u(lid, m.c_u32(i * MAT_VEC_ROWS)) : lid;
+        for (uint32_t i = 0; i * INV < vecs; ++i) {
+            uint32_t idx = i ? k.add_u(lid, m.c_u32(i * INV)) : lid;
             auto copy = [&] {
                 uint32_t v = m.load_elem(k.f4, k.aq, k.add_u(first, idx));
                 uint32_t at = m.op(OpShiftLeftLogical, k.u, {idx, m.c_u32(2)});
                 for (uint32_t c = 0; c < 4; ++c)
                     m.store(m.op(OpAccessChain, wptr, {k.shared, c ? k.add_u(at, m.c_u32(c)) : at}), m.op(OpCompositeExtract, k.f, {v, c}));
             };
-            if ((i + 1) * MAT_VEC_ROWS <= vecs) copy();
+            if ((i + 1) * INV <= vecs) copy();
             else m.if_then(m.op(OpULessThan, k.bl, {idx, m.c_u32(vecs)}), copy);
         }
         m.barrier();  // the chunk is in workgroup memory
@@ -197,45 +199,28 @@ std::vector<uint32_t> q1_0_mat_vec(FmaPath path) {
            [&] { chunk(CHUNK); }, [&] { m.store(bvar, k.add_u(m.load(k.u, bvar), m.c_u32(CHUNK))); });
     m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, bvar), blocks}); }, [&] { chunk(1); },
            [&] { m.store(bvar, k.add_u(m.load(k.u, bvar), k.c1)); });
-    m.if_then(active, [&] {
-        std::vector<uint32_t> a(8);
-        for (int l = 0; l < 8; ++l) a[l] = m.load(k.f, acc[l]);
-        m.store_elem(k.f, k.out, gid, k.hsum(a));
-    });
-    return k.finish();
-}
-
-std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) {
-    Kernel k(true, path);
-    Module& m = k.m;
-    uint32_t acc = m.local_var(k.f), bvar = m.local_var(k.u);
-    uint32_t shared = m.workgroup_array(k.f, LOCAL_SIZE);
-    // Lane-major within the workgroup: invocation lid is lane lid/8 of row lid%8 of the group's
-    // eight rows. A 32-wide subgroup then holds four lanes of eight neighbouring rows, so its
-    // table reads (one 64-byte run of 16 entries per lane) touch half as many cache lines as with
-    // eight lanes of four rows, and its weight reads are one 128-byte line.
-    static_assert(LOCAL_SIZE == 64, "eight rows of eight lanes per workgroup");
-    uint32_t gid = m.builtin_x(k.gid), lid = m.builtin_x(k.lid);
-    uint32_t row = k.add_u(m.op(OpShiftLeftLogical, k.u, {m.op(OpShiftRightLogical, k.u, {gid, m.c_u32(6)}), m.c_u32(3)}),
-                           m.op(OpBitwiseAnd, k.u, {lid, m.c_u32(7)}));
-    uint32_t lane = m.op(OpShiftRightLogical, k.u, {lid, m.c_u32(3)});
-    uint32_t rows = k.push_u32(0), blocks = k.push_u32(1);
-    uint32_t active = m.op(OpULessThan, k.bl, {row, rows});
-    uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
-    m.if_then(active, [&] {
-        k.blocks_loop(row, rows, blocks, {lane}, {acc}, bvar);
-        m.store(m.op(OpAccessChain, wptr, {shared, lid}), m.load(k.f, acc));
-    });
+    if (!eight) {
+        m.if_then(active, [&] {
+            std::vector<uint32_t> a(8);
+            for (int l = 0; l < 8; ++l) a[l] = m.load(k.f, acc[l]);
+            m.store_elem(k.f, k.out, gid, k.hsum(a));
+        });
+        return k.finish();
+    }
+    m.store(m.op(OpAccessChain, wptr, {sums, lid}), m.load(k.f, acc[0]));
     m.barrier();  // in uniform control flow: every invocation of the workgroup reaches it
     uint32_t first = m.op(OpLogicalAnd, k.bl, {active, m.op(OpIEqual, k.bl, {lane, k.c0})});
     m.if_then(first, [&] {
         std::vector<uint32_t> a(8);
         for (uint32_t l = 0; l < 8; ++l)
-            a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {shared, k.add_u(lid, m.c_u32(8 * l))}));  // lid < 8 here
+            a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {sums, l ? k.add_u(lid, m.c_u32(32 * l)) : lid}));  // lid < 32 here
         m.store_elem(k.f, k.out, row, k.hsum(a));
     });
     return k.finish();
 }
+
+std::vector<uint32_t> q1_0_mat_vec(FmaPath path) { return table_kernel(path, false); }
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) { return table_kernel(path, true); }
 
 std::string kernel_name(bool eight, FmaPath path) {
     return std::string(eight ? "q1_0_mat_vec8" : "q1_0_mat_vec") + (path == FmaPath::native ? "_fma" : "");

@@ -1,6 +1,7 @@
 // The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row, 256 rows per
 // workgroup sharing the activation's table in workgroup memory: the large matrices) and
-// q1_0_mat_vec8 (eight per row, one per accumulation lane: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
+// q1_0_mat_vec8 (eight per row, one per accumulation lane, 32 rows per workgroup sharing the same
+// table: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
 // a card that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
@@ -45,6 +46,8 @@ inline constexpr uint32_t Q1_0_PUSH_BYTES = 8;
 inline constexpr uint32_t LOCAL_SIZE = 64;
 // q1_0_mat_vec's workgroup: 256 rows share one copy of the activation's table in workgroup memory.
 inline constexpr uint32_t MAT_VEC_ROWS = 256;
+// q1_0_mat_vec8's workgroup: 32 rows of eight lanes (256 invocations), sharing the table the same way.
+inline constexpr uint32_t MAT_VEC8_ROWS = 32;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
@@ -77,7 +80,7 @@ FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<floa
 FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
 // Workgroups to dispatch for `rows` output rows.
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_ROWS - 1) / MAT_VEC_ROWS); }
-inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows * 8 + LOCAL_SIZE - 1) / LOCAL_SIZE); }
+inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows + MAT_VEC8_ROWS - 1) / MAT_VEC8_ROWS); }
 
 // One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
 // bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
