@@ -174,7 +174,7 @@ static int run_run(const std::vector<std::string>& args) {
 }
 
 const cli::Command run_command = {
-    "run", "greedy continuation of a prompt of token ids with a qwen3 GGUF model",
+    "run", "generate text (or greedy token ids) from a prompt with a qwen3 GGUF model",
     "usage: bankml run -m FILE -p TEXT [--chat [--system TEXT] [--no-think]] [OPTIONS]\n"
     "       bankml run -m FILE --tokens 1,2,3 [-n 64] [-t N] [-c N] [--kv f16|f32] [--json]\n\n"
     "With -p (or -f FILE), completes the text: the model's continuation is streamed to stdout as it\n"
