@@ -395,3 +395,20 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     CHECK_EQ(none.code, 0);
     CHECK(none.out.find("no usable GPU found") != std::string::npos);
 }
+
+// A card whose workgroup limits are below what the kernels need is refused with the limit named,
+// never dispatched past them (Vulkan guarantees only 128 invocations and 16 KiB).
+TEST(kernel_limits_are_checked_before_any_dispatch) {
+    CHECK_EQ(kernels::limits_problem(1024, 1024, 49152), "");
+    CHECK_EQ(kernels::limits_problem(256, 256, kernels::KERNEL_SHARED_BYTES), "");
+    std::string a = kernels::limits_problem(128, 1024, 49152);
+    CHECK(a.find("maxComputeWorkGroupInvocations of 256, the card offers 128") != std::string::npos);
+    std::string b = kernels::limits_problem(1024, 128, 49152);
+    CHECK(b.find("maxComputeWorkGroupSize[0]") != std::string::npos);
+    std::string c = kernels::limits_problem(1024, 1024, 8192);
+    CHECK(c.find("maxComputeSharedMemorySize") != std::string::npos);
+    Gpu* g = test_gpu();
+    const Gpu::Limits& lim = g->limits();
+    CHECK_GE(lim.max_invocations, 128u);  // what Vulkan guarantees: the limits were read at all
+    CHECK_EQ(kernels::limits_problem(lim.max_invocations, lim.max_size_x, lim.max_shared_bytes), "");
+}

@@ -174,6 +174,7 @@ struct Gpu::Impl {
     BANKML_VK_DEVICE_FNS(X)
 #undef X
     std::string name;
+    Gpu::Limits limits;
     VkDevice dev = VK_NULL_HANDLE;
     VkQueue queue = VK_NULL_HANDLE;
     VkCommandPool pool = VK_NULL_HANDLE;
@@ -320,6 +321,8 @@ Gpu Gpu::open(size_t index) {
     VkPhysicalDeviceProperties props;
     L.props(pd, &props);
     d->name = props.deviceName;
+    d->limits = {props.limits.maxComputeWorkGroupInvocations, props.limits.maxComputeWorkGroupSize[0],
+                 props.limits.maxComputeSharedMemorySize};
     if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d->spin_us = 0;
     if (VK_API_VERSION_MINOR(props.apiVersion) < 1 && VK_API_VERSION_MAJOR(props.apiVersion) <= 1)
         throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " supports only Vulkan 1.0");
@@ -397,6 +400,7 @@ Gpu& Gpu::operator=(Gpu&&) noexcept = default;
 Gpu::~Gpu() = default;
 
 const std::string& Gpu::name() const { return d_->name; }
+const Gpu::Limits& Gpu::limits() const { return d_->limits; }
 bool Gpu::device_local_buffers() const { return d_->devlocal_host_type >= 0; }
 
 Buffer Gpu::buffer(size_t bytes) { return d_->make(bytes, true); }

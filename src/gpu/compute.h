@@ -51,6 +51,13 @@ public:
     ~Gpu();
 
     const std::string& name() const;
+    // The workgroup limits the kernels must fit (VkPhysicalDeviceLimits).
+    struct Limits {
+        uint32_t max_invocations = 0;   // maxComputeWorkGroupInvocations
+        uint32_t max_size_x = 0;        // maxComputeWorkGroupSize[0]
+        uint32_t max_shared_bytes = 0;  // maxComputeSharedMemorySize
+    };
+    const Limits& limits() const;
     // True when buffers live in device-local host-visible memory (no staging needed).
     bool device_local_buffers() const;
 

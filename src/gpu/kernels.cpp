@@ -148,8 +148,9 @@ struct Kernel {
 // contiguous bytes). The lane sums meet in workgroup memory after a barrier and lane 0 adds them
 // in the CPU's order.
 static std::vector<uint32_t> table_kernel(FmaPath path, bool eight) {
-    constexpr uint32_t INV = 256;  // invocations per workgroup, both kernels
+    constexpr uint32_t INV = KERNEL_INVOCATIONS;  // invocations per workgroup, both kernels
     static_assert(MAT_VEC_ROWS == INV && MAT_VEC8_ROWS * 8 == INV, "256 invocations per workgroup");
+    static_assert(Kernel::UNROLL * 512 * 4 + INV * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
     Kernel k(true, path, INV, true);
     Module& m = k.m;
     constexpr uint32_t CHUNK = Kernel::UNROLL, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
@@ -444,7 +445,21 @@ void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std
 
 }  // namespace
 
+std::string limits_problem(uint32_t max_invocations, uint32_t max_size_x, uint32_t max_shared_bytes) {
+    auto need = [](const char* what, uint32_t have, uint32_t want) {
+        return std::string("the kernels need ") + what + " of " + std::to_string(want) + ", the card offers " +
+               std::to_string(have);
+    };
+    if (max_invocations < KERNEL_INVOCATIONS) return need("maxComputeWorkGroupInvocations", max_invocations, KERNEL_INVOCATIONS);
+    if (max_size_x < KERNEL_INVOCATIONS) return need("maxComputeWorkGroupSize[0]", max_size_x, KERNEL_INVOCATIONS);
+    if (max_shared_bytes < KERNEL_SHARED_BYTES) return need("maxComputeSharedMemorySize", max_shared_bytes, KERNEL_SHARED_BYTES);
+    return "";
+}
+
 std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
+    const Gpu::Limits& lim = gpu.limits();
+    if (std::string why = limits_problem(lim.max_invocations, lim.max_size_x, lim.max_shared_bytes); !why.empty())
+        throw Error(why + "; bankml refuses the card rather than dispatch past its limits", 2);
     std::vector<Case> cases;
     if (opt.full)
         cases = {{"random", 64, 128}, {"random", 256, 1024}, {"random", 200, 1152}, {"random", 1024, 4096}, {"random", 4096, 4096},

@@ -48,6 +48,10 @@ inline constexpr uint32_t LOCAL_SIZE = 64;
 inline constexpr uint32_t MAT_VEC_ROWS = 256;
 // q1_0_mat_vec8's workgroup: 32 rows of eight lanes (256 invocations), sharing the table the same way.
 inline constexpr uint32_t MAT_VEC8_ROWS = 32;
+// What both kernels ask of a card: 256 invocations per workgroup (Vulkan guarantees only 128) and
+// workgroup memory for a 4-block chunk of the table (8 KiB) plus the eight-lane kernel's lane sums.
+inline constexpr uint32_t KERNEL_INVOCATIONS = 256;
+inline constexpr uint32_t KERNEL_SHARED_BYTES = 4 * 512 * 4 + KERNEL_INVOCATIONS * 4;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
@@ -127,6 +131,9 @@ struct VerifyOptions {
     std::function<void(std::vector<float>&)> corrupt_probe;  // tests: a card whose Fma does not fuse
     FmaPath* chosen = nullptr;
 };
+// Why a card's workgroup limits cannot run the kernels, or "" when they can.
+std::string limits_problem(uint32_t max_invocations, uint32_t max_size_x, uint32_t max_shared_bytes);
+// Throws bankml::Error (the reason) when the card cannot run the kernels or a row differs.
 std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt = {});
 
 }  // namespace bankml::gpu::kernels
