@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cmd/bench.h"
+#include "cmd/gpu_offload.h"
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -151,6 +152,7 @@ int run_model_bench(const std::vector<std::string>& args) {
         opt.ctx = std::max(n_prompt, n_gen) + 1;
         opt.kv_f32 = kv == "f32";
         auto m = model::Model::open(path, opt);
+        attach_gpu(*m, t);
         if (model_desc.empty()) {
             gguf::Type mt = gguf::Type::F32;
             if (auto* q = m->file().find("blk.0.attn_q.weight")) mt = q->type;

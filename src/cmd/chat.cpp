@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cmd/commands.h"
+#include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
 #include "model/chat.h"
@@ -25,6 +26,7 @@ static int run_chat(const std::vector<std::string>& args) {
     const bool tty = isatty(0) && isatty(2);
 
     auto m = model::Model::open(a.get("model", ""), st.model);
+    attach_gpu(*m, st.model.threads);
     auto tok = model::Tokenizer::from_gguf(m->file());
     model::Sampler sampler(st.sampling);
     ModelLogits src(*m);

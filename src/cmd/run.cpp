@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "cmd/commands.h"
+#include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
 #include "core/json.h"
@@ -46,6 +47,7 @@ static int run_tokens(const cli::Args& a) {
 
     auto t0 = std::chrono::steady_clock::now();
     auto m = model::Model::open(a.get("model", ""), opt);
+    attach_gpu(*m, opt.threads);
     const double load_s = seconds_since(t0);
     if ((int64_t)prompt.size() > m->n_ctx())
         throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
@@ -121,6 +123,7 @@ static int run_text(const cli::Args& a) {
 
     auto t0 = std::chrono::steady_clock::now();
     auto m = model::Model::open(a.get("model", ""), st.model);
+    attach_gpu(*m, st.model.threads);
     auto tok = model::Tokenizer::from_gguf(m->file());
     const double load_s = seconds_since(t0);
     std::vector<int32_t> prompt;

@@ -325,6 +325,13 @@ std::unique_ptr<Model> Model::open(const std::string& path, const ModelOptions& 
 int Model::n_vocab() const { return impl_->hp.n_vocab; }
 int Model::n_ctx() const { return impl_->n_ctx; }
 int Model::n_past() const { return impl_->n_past; }
+void Model::set_offload(std::shared_ptr<Offload> o) { impl_->prod.set_offload(std::move(o)); }
+bool Model::has_offload() const { return impl_->prod.has_offload(); }
+bool Model::has_q1_0() const {
+    for (const auto& t : impl_->file.tensors())
+        if (t.type == gguf::Type::Q1_0) return true;
+    return false;
+}
 int Model::threads() const { return impl_->pool->threads(); }
 const Hparams& Model::hparams() const { return impl_->hp; }
 const gguf::File& Model::file() const { return impl_->file; }

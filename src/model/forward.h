@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/gguf.h"
+#include "model/products.h"
 
 namespace bankml::model {
 
@@ -46,6 +47,12 @@ public:
     const Hparams& hparams() const;
     const gguf::File& file() const;
     void reset();
+    // Gives Q1_0 one-column products (decoding) an offload (a verified card: see Products), or
+    // none (nullptr). Every bit stays the CPU's.
+    void set_offload(std::shared_ptr<Offload> o);
+    bool has_offload() const;
+    // Whether any matrix of the model is Q1_0 (whether an offload could take anything).
+    bool has_q1_0() const;
 
     // Runs tokens at positions n_past().., appending them to the cache. Returns the last token's
     // logits (n_vocab floats), or with all_logits every token's (tokens.size() * n_vocab).

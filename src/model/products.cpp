@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -58,6 +59,10 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     quant::WeightType wt;
     bool same = !outs.empty() && quant_type(outs[0].w->type, wt);
     for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
+    if (same && n == 1 && offload_ && wt == quant::WeightType::Q1_0) {
+        offloaded(pool, outs, x);
+        return;
+    }
     if (!same || n != 1 || pool.threads() == 1) {
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
         return;
@@ -77,6 +82,42 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             off += rows;
         }
     });
+}
+
+// One matrix at a time (the card runs one product at a time): the card starts its leading rows,
+// the pool computes the others meanwhile, then the card's rows are copied in.
+void Products::offloaded(par::Pool& pool, std::span<const Out> outs, const float* x) {
+    const quant::WeightType wt = quant::WeightType::Q1_0;
+    const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
+    if (act_.size() < ab) act_.resize(ab);
+    quant::prepare_activations(wt, x, cols, 1, act_.data());
+    const uint8_t* act = act_.data();
+    for (const Out& o : outs) {
+        const Matrix& w = *o.w;
+        const size_t rows = (size_t)w.rows;
+        size_t k = 0;
+        bool card = offload_ != nullptr;
+        if (card) {
+            try {
+                k = offload_->begin(w.data, w.data, rows, cols, act);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "bankml: GPU dropped, the CPU computes every row: %s\n", e.what());
+                offload_.reset();
+                card = false;
+                k = 0;
+            }
+        }
+        if (k < rows) quant::mat_vec_par(pool, wt, w.data + k * w.row_bytes, rows - k, cols, act, o.y + k);
+        if (card && k > 0) {
+            try {
+                offload_->finish(o.y);
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "bankml: GPU dropped, the CPU computes every row: %s\n", e.what());
+                offload_.reset();
+                quant::mat_vec_par(pool, wt, w.data, k, cols, act, o.y);
+            }
+        }
+    }
 }
 
 void dequantize_row(const Matrix& w, int64_t row, float* out) {

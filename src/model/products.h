@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -19,6 +20,19 @@ struct Matrix {
     int64_t rows = 0, cols = 0;
     const uint8_t* data = nullptr;
     size_t row_bytes = 0;
+};
+
+// Another device that computes a leading share of a Q1_0 matrix's rows in a one-column product
+// (gpu::Worker through src/cmd/gpu_offload.*: this module knows no card). Each row it returns must
+// be the CPU kernel's exact dot product (the card proved that before it was offered here).
+class Offload {
+public:
+    virtual ~Offload() = default;
+    // Starts rows [0, k) of w (rows × cols Q1_0, row-major; `key` names the matrix for its
+    // upload) times act_q8; returns k (0: nothing started). Throws on a device failure.
+    virtual size_t begin(const void* key, const uint8_t* w, size_t rows, size_t cols, const uint8_t* act_q8) = 0;
+    // Waits for the started rows and writes them to out[0..k).
+    virtual void finish(float* out) = 0;
 };
 
 // Whether the products support a type (Q1_0, Q2_0, F16, F32).
@@ -40,7 +54,16 @@ public:
     };
     void group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n);
 
+    // With an offload, each Q1_0 one-column product gives it a leading share of its rows while
+    // the pool computes the rest (same bits). A failure drops it (one stderr line) and the CPU
+    // computes the whole product. Prompts (several columns) stay on the CPU.
+    void set_offload(std::shared_ptr<Offload> o) { offload_ = std::move(o); }
+    bool has_offload() const { return offload_ != nullptr; }
+
 private:
+    void offloaded(par::Pool& pool, std::span<const Out> outs, const float* x);
+
+    std::shared_ptr<Offload> offload_;
     std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
 };
 
