@@ -222,6 +222,8 @@ TEST(worker_share_zero_or_bad_gives_no_worker) {
         if (!any_vulkan_device()) SKIP("no Vulkan device here");
         opt.full_verify = false;
         CHECK(gpu::Worker::open(opt) == nullptr);
+        EnvScope small("BANKML_GPU_SHARE", "0.01");
+        CHECK(gpu::Worker::open(opt) == nullptr);
     }
     EnvScope share("BANKML_GPU_SHARE", "lots");
     CHECK_THROWS(gpu::share_from_env(), "BANKML_GPU_SHARE='lots'");

@@ -81,8 +81,10 @@ Value kernels_json(const Selection& sel) {
     if (!sel.indices.empty())
         o.set("Q1_0", kernel("gpu", Value(sel.indices[0]),
                              "the first selected card, once it gives the CPU kernel's bits on the card "
-                             "(bankml gpu --verify); the forward pass does not yet give a card a share "
-                             "of its products, so models still run on the CPU"));
+                             "(bankml gpu --verify, repeated when a model opens); the forward pass gives it "
+                             "a share of the rows of each Q1_0 decode (one-column) product while the CPU pool "
+                             "computes the rest, with the same bits (BANKML_GPU_SHARE or calibrated); "
+                             "prompts run on the CPU"));
     else
         o.set("Q1_0", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));
     o.set("Q2_0", kernel("cpu", Value(), "no GPU kernel for Q2_0 (ternary) yet"));

@@ -17,6 +17,10 @@ namespace bankml::gpu {
 namespace {
 
 constexpr double MAX_SHARE = 0.95;
+// Below this the card's rows do not repay a submit and a wait per product (the spec's 2%).
+constexpr double MIN_SHARE = 0.02;
+// Wider activations are left to the CPU (as the spec's worker does): the verified shapes stop at 12288.
+constexpr size_t MAX_COLS = 16384;
 
 // Random Q1_0 weights and a Q8_0 column of the calibration's shape: any values time the same.
 void calibration_data(size_t rows, size_t cols, std::vector<uint8_t>& w, std::vector<uint8_t>& q8) {
@@ -100,8 +104,9 @@ std::unique_ptr<Worker> Worker::open_on(Gpu gpu, const WorkerOptions& opt) {
         std::string how = share >= 0 ? "set" : "calibrated";
         std::unique_ptr<Worker> w(new Worker(std::move(gpu), path, share < 0 ? 0.5 : share, how));
         if (share < 0) w->share_ = w->calibrate(opt.cpu_threads);
-        if (w->share_ <= 0) {
-            std::fprintf(stderr, "bankml: GPU not used: %s: share of rows is 0\n", name.c_str());
+        if (w->share_ < MIN_SHARE) {
+            std::fprintf(stderr, "bankml: GPU not used: %s: its share of rows (%.1f%%, %s) is below %.0f%%\n", name.c_str(),
+                         w->share_ * 100, how.c_str(), MIN_SHARE * 100);
             return nullptr;
         }
         return w;
@@ -163,6 +168,7 @@ Worker::Mat& Worker::matrix(const void* key, const uint8_t* weights, size_t rows
 size_t Worker::begin(const void* key, const uint8_t* weights, size_t rows, size_t cols, const uint8_t* act_q8) {
     if (pending_) throw Error("gpu::Worker::begin: a product is already in flight");
     if (cols == 0 || cols % kernels::Q1_0_BLOCK) throw Error("gpu::Worker::begin: cols " + std::to_string(cols) + " is not a multiple of 128");
+    if (cols > MAX_COLS) return 0;
     Mat& m = matrix(key, weights, rows, cols);
     if (m.k == 0) return 0;
     kernels::PackedAct a = kernels::pack_act({act_q8, cols / kernels::Q8_0_BLOCK * kernels::Q8_0_BLOCK_BYTES}, cols);

@@ -37,7 +37,7 @@ public:
     // BANKML_GPU_ALLOW_SOFTWARE=1), opened, verified, with its chosen kernel variant; nullptr when
     // there is none or BANKML_GPU=off (silently: the ordinary CPU-only case), or after one stderr
     // line `bankml: GPU not used: <reason>` when BANKML_GPU could not be followed, the card fails
-    // to open or verify, or the share is 0. Share: options.share, else BANKML_GPU_SHARE, else
+    // to open or verify, or the share is below 2%. Share: options.share, else BANKML_GPU_SHARE, else
     // card rate / (card rate + CPU rate) timed on one 4096×4096 product each (clamped to 0..0.95).
     static std::unique_ptr<Worker> open(const WorkerOptions& opt = {});
     // The same on a given card (tests).
@@ -45,7 +45,7 @@ public:
     ~Worker();
 
     // Starts rows [0, k) of weights (rows × cols Q1_0, row-major) times act_q8 (cols/32 Q8_0
-    // blocks) on the card; returns k (0: nothing submitted). Throws bankml::Error on a card failure.
+    // blocks) on the card; returns k (0: nothing submitted, e.g. cols > 16384). Throws bankml::Error on a card failure.
     size_t begin(const void* key, const uint8_t* weights, size_t rows, size_t cols, const uint8_t* act_q8);
     // Waits for the product begin() submitted and writes its k rows to out[0..k).
     void finish(float* out);
