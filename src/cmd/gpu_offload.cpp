@@ -1,6 +1,7 @@
 #include "cmd/gpu_offload.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace bankml::cmd {
 
@@ -27,6 +28,11 @@ std::shared_ptr<model::Offload> as_offload(std::unique_ptr<gpu::Worker> w) {
 
 void attach_gpu(model::Model& m, int threads) {
     if (!m.has_q1_0()) return;
+    // Opt-in: on the H200 a share of every decode product made decoding 2.5-3x slower (each product
+    // pays a submit, an activation upload and a fence wait; docs/modules/worker.md), so the card
+    // takes rows only when BANKML_GPU_SHARE asks for it (a share, or "auto" to calibrate).
+    const char* share = std::getenv("BANKML_GPU_SHARE");
+    if (!share || !*share) return;
     gpu::WorkerOptions opt;
     opt.cpu_threads = threads > 0 ? threads : m.threads();
     auto w = gpu::Worker::open(opt);

@@ -83,7 +83,7 @@ Value kernels_json(const Selection& sel) {
                              "the first selected card, once it gives the CPU kernel's bits on the card "
                              "(bankml gpu --verify, repeated when a model opens); the forward pass gives it "
                              "a share of the rows of each Q1_0 decode (one-column) product while the CPU pool "
-                             "computes the rest, with the same bits (BANKML_GPU_SHARE or calibrated); "
+                             "computes the rest, with the same bits, when BANKML_GPU_SHARE asks for it (opt-in); "
                              "prompts run on the CPU"));
     else
         o.set("Q1_0", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));

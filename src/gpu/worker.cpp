@@ -51,11 +51,11 @@ double best_ms(int reps, const std::function<void()>& f) {
 
 double share_from_env() {
     const char* s = std::getenv("BANKML_GPU_SHARE");
-    if (!s || !*s) return -1;
+    if (!s || !*s || std::string(s) == "auto") return -1;  // -1: calibrate
     char* end = nullptr;
     double v = std::strtod(s, &end);
     if (end == s || *end || !(v >= 0 && v <= MAX_SHARE))
-        throw Error(std::string("BANKML_GPU_SHARE='") + s + "' is not a number from 0 to 0.95");
+        throw Error(std::string("BANKML_GPU_SHARE='") + s + "' is not a number from 0 to 0.95 nor auto");
     return v;
 }
 
