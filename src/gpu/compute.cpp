@@ -186,7 +186,7 @@ struct Gpu::Impl {
     double last_us = -1;
     bool timed = false;                       // the submission in flight writes timestamps
     VkPhysicalDeviceMemoryProperties mem{};
-    int host_type = -1, devlocal_host_type = -1, devlocal_type = -1;
+    int host_type = -1, devlocal_host_type = -1, devlocal_type = -1, cached_type = -1;
     struct Buf { VkBuffer buf; VkDeviceMemory mem; size_t bytes; };
     struct Pipe {
         VkShaderModule module; VkDescriptorSetLayout dsl; VkPipelineLayout layout; VkPipeline pipe;
@@ -226,7 +226,8 @@ struct Gpu::Impl {
         return -1;
     }
 
-    Buffer make(size_t bytes, bool host) {
+    // `order`: memory types to try, preferred first; `host`: map it for its life.
+    Buffer make(size_t bytes, bool host, std::vector<int> order) {
         if (bytes == 0) throw Error("Gpu::buffer(0): a buffer needs at least one byte");
         VkBufferCreateInfo bi{};
         bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
@@ -238,7 +239,6 @@ struct Gpu::Impl {
         VkMemoryRequirements req;
         GetBufferMemoryRequirements(dev, buf, &req);
         // Preferred memory first; a type the buffer cannot use, or a heap that is full, falls back.
-        std::vector<int> order = host ? std::vector<int>{devlocal_host_type, host_type} : std::vector<int>{devlocal_type};
         VkResult r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
         VkDeviceMemory m = VK_NULL_HANDLE;
         int used = -1;
@@ -363,6 +363,7 @@ Gpu Gpu::open(size_t index) {
     const auto HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     d->devlocal_host_type = d->find_type(HV | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     d->host_type = d->find_type(HV);
+    d->cached_type = d->find_type(HV | VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
     d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
     if (d->devlocal_type < 0) d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     if (d->host_type < 0) throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " has no host-visible coherent memory");
@@ -403,10 +404,16 @@ const std::string& Gpu::name() const { return d_->name; }
 const Gpu::Limits& Gpu::limits() const { return d_->limits; }
 bool Gpu::device_local_buffers() const { return d_->devlocal_host_type >= 0; }
 
-Buffer Gpu::buffer(size_t bytes) { return d_->make(bytes, true); }
+Buffer Gpu::buffer(size_t bytes) { return d_->make(bytes, true, {d_->devlocal_host_type, d_->host_type}); }
+// The CPU reads a device-local host-visible buffer across the bus, uncached: on the H200 reading
+// a worker's output rows that way cost about a millisecond per product. Host-cached system memory
+// is read at memory speed; the card's writes to it are small.
+Buffer Gpu::readback_buffer(size_t bytes) {
+    return d_->make(bytes, true, {d_->cached_type, d_->host_type, d_->devlocal_host_type});
+}
 Buffer Gpu::device_buffer(size_t bytes) {
     if (d_->devlocal_type < 0) throw Error("Gpu::device_buffer: " + d_->name + " has no device-local memory");
-    return d_->make(bytes, false);
+    return d_->make(bytes, false, {d_->devlocal_type});
 }
 
 void Gpu::write_bytes(const Buffer& b, const void* data, size_t bytes) {

@@ -63,6 +63,9 @@ public:
 
     // A host-visible coherent buffer, mapped for its life (device-local when the card offers it).
     Buffer buffer(size_t bytes);
+    // A host-visible buffer the CPU reads fast (host-cached system memory where the card has it):
+    // for results read back every dispatch.
+    Buffer readback_buffer(size_t bytes);
     // A device-local buffer the host cannot map (for device-side copies); mapped is nullptr.
     Buffer device_buffer(size_t bytes);
     template <class T>

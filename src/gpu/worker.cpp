@@ -159,7 +159,7 @@ Worker::Mat& Worker::matrix(const void* key, const uint8_t* weights, size_t rows
         kernels::PackedQ1_0 p = kernels::pack_q1_0({weights, m.k * row_bytes}, m.k, cols);
         m.scales = gpu_.upload<float>(p.scales);
         m.bits = gpu_.upload<uint32_t>(p.bits);
-        m.out = gpu_.buffer(m.k * 4);
+        m.out = gpu_.readback_buffer(m.k * 4);
     }
     mats_.emplace_back(key, m);
     return mats_.back().second;
