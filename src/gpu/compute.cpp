@@ -18,24 +18,8 @@ namespace {
 // the spinning core would slow down).
 constexpr int SPIN_US = 200;
 
-std::string result_name(VkResult r) {
-    switch (r) {
-#define N(x) case x: return #x;
-        N(VK_SUCCESS) N(VK_NOT_READY) N(VK_TIMEOUT) N(VK_INCOMPLETE) N(VK_ERROR_OUT_OF_HOST_MEMORY)
-        N(VK_ERROR_OUT_OF_DEVICE_MEMORY) N(VK_ERROR_INITIALIZATION_FAILED) N(VK_ERROR_DEVICE_LOST)
-        N(VK_ERROR_MEMORY_MAP_FAILED) N(VK_ERROR_LAYER_NOT_PRESENT) N(VK_ERROR_EXTENSION_NOT_PRESENT)
-        N(VK_ERROR_FEATURE_NOT_PRESENT) N(VK_ERROR_INCOMPATIBLE_DRIVER) N(VK_ERROR_TOO_MANY_OBJECTS)
-        N(VK_ERROR_FORMAT_NOT_SUPPORTED) N(VK_ERROR_FRAGMENTED_POOL) N(VK_ERROR_UNKNOWN)
-        N(VK_ERROR_OUT_OF_POOL_MEMORY) N(VK_ERROR_INVALID_EXTERNAL_HANDLE) N(VK_ERROR_FRAGMENTATION)
-        N(VK_ERROR_INVALID_SHADER_NV)
-#undef N
-        default: return "VkResult(" + std::to_string(int(r)) + ")";
-    }
-}
-
-void check(VkResult r, const std::string& call) {
-    if (r != VK_SUCCESS) throw Error(call + " failed: " + result_name(r));
-}
+using vulkan::check;
+using vulkan::result_name;
 
 // The instance-level entry points, loaded once through vkGetInstanceProcAddr.
 struct Loader {
@@ -51,84 +35,28 @@ struct Loader {
     PFN_vkGetDeviceProcAddr gdpa = nullptr;
 };
 
-std::mutex g_msgs_mu;
-std::vector<std::string> g_msgs;
-
-VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                          VkDebugUtilsMessageTypeFlagsEXT,
-                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
-    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
-        std::lock_guard<std::mutex> l(g_msgs_mu);
-        g_msgs.push_back(data && data->pMessage ? data->pMessage : "(no message)");
-    }
-    return VK_FALSE;
-}
-
-bool env_on(const char* name) {
-    const char* v = std::getenv(name);
-    return v && *v && std::strcmp(v, "0") != 0;
-}
-
-// The process's one instance, created on first use and kept for the process's life (as the
-// loader's own state is); a machine without the loader gets a Loader with `error` set.
+// Compute runs on the process's one long-lived instance (vulkan::instance(): the loader as the
+// registry opens it, BANKML_GPU_VALIDATION honoured); a machine without a loader or driver gets a
+// Loader with `error` set.
 Loader& loader() {
     static Loader L;
     static std::once_flag once;
     std::call_once(once, [] {
-        // The loader library as the registry opens it (BANKML_VULKAN_LOADER honoured).
         try {
-            L.gipa = vulkan::open_loader();
+            const vulkan::Instance& inst = vulkan::instance();
+            const vulkan::Vk& vk = inst.vk();
+            L.instance = inst.handle();
+            L.validation = inst.validation();
+            L.gipa = vk.GetInstanceProcAddr;
+            L.enumerate = vk.EnumeratePhysicalDevices;
+            L.props = vk.GetPhysicalDeviceProperties;
+            L.mem_props = vk.GetPhysicalDeviceMemoryProperties;
+            L.queue_props = vk.GetPhysicalDeviceQueueFamilyProperties;
+            L.create_device = vk.CreateDevice;
+            L.gdpa = vk.GetDeviceProcAddr;
         } catch (const std::exception& e) {
             L.error = e.what();
-            return;
-        }
-        auto create = reinterpret_cast<PFN_vkCreateInstance>(L.gipa(nullptr, "vkCreateInstance"));
-        if (!create) { L.error = "vkGetInstanceProcAddr(vkCreateInstance) returned null"; return; }
-        VkApplicationInfo app{};
-        app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
-        app.pApplicationName = "bankml";
-        app.apiVersion = VK_API_VERSION_1_1;
-        VkInstanceCreateInfo ci{};
-        ci.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
-        ci.pApplicationInfo = &app;
-        const char* layer = "VK_LAYER_KHRONOS_validation";
-        const char* ext = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-        if (env_on("BANKML_GPU_VALIDATION")) {
-            ci.enabledLayerCount = 1;
-            ci.ppEnabledLayerNames = &layer;
-            ci.enabledExtensionCount = 1;
-            ci.ppEnabledExtensionNames = &ext;
-        }
-        VkResult r = create(&ci, nullptr, &L.instance);
-        if (r != VK_SUCCESS && ci.enabledLayerCount) {
-            ci.enabledLayerCount = 0;  // the layer is absent: carry on without it
-            ci.enabledExtensionCount = 0;
-            r = create(&ci, nullptr, &L.instance);
-        } else if (r == VK_SUCCESS && ci.enabledLayerCount) {
-            L.validation = true;
-        }
-        if (r != VK_SUCCESS) { L.error = "vkCreateInstance failed: " + result_name(r); return; }
-        auto get = [&](const char* n) { return L.gipa(L.instance, n); };
-        L.enumerate = reinterpret_cast<PFN_vkEnumeratePhysicalDevices>(get("vkEnumeratePhysicalDevices"));
-        L.props = reinterpret_cast<PFN_vkGetPhysicalDeviceProperties>(get("vkGetPhysicalDeviceProperties"));
-        L.mem_props = reinterpret_cast<PFN_vkGetPhysicalDeviceMemoryProperties>(get("vkGetPhysicalDeviceMemoryProperties"));
-        L.queue_props = reinterpret_cast<PFN_vkGetPhysicalDeviceQueueFamilyProperties>(get("vkGetPhysicalDeviceQueueFamilyProperties"));
-        L.create_device = reinterpret_cast<PFN_vkCreateDevice>(get("vkCreateDevice"));
-        L.gdpa = reinterpret_cast<PFN_vkGetDeviceProcAddr>(get("vkGetDeviceProcAddr"));
-        if (!L.enumerate || !L.props || !L.mem_props || !L.queue_props || !L.create_device || !L.gdpa) {
-            L.error = "the Vulkan loader lacks a Vulkan 1.0 instance entry point";
-            return;
-        }
-        if (L.validation) {
-            auto mk = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(get("vkCreateDebugUtilsMessengerEXT"));
-            VkDebugUtilsMessengerCreateInfoEXT mi{};
-            mi.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT;
-            mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-            mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                             VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-            mi.pfnUserCallback = on_message;
-            VkDebugUtilsMessengerEXT m;
-            if (!mk || mk(L.instance, &mi, nullptr, &m) != VK_SUCCESS) L.validation = false;
+            L.instance = VK_NULL_HANDLE;
         }
     });
     return L;
@@ -598,8 +526,7 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
 }
 
 std::vector<std::string> Gpu::validation_messages() {
-    std::lock_guard<std::mutex> l(g_msgs_mu);
-    return g_msgs;
+    return vulkan::validation_messages();
 }
 bool Gpu::validation_enabled() { return loader().validation; }
 

@@ -339,11 +339,14 @@ std::vector<VkPhysicalDevice> Instance::physical_devices() const {
 
 const Instance& instance() {
     static std::mutex m;
-    static std::unique_ptr<Instance> inst;  // never destroyed before exit: compute's objects live on it
+    // Never destroyed, not even at exit: compute's devices live on it and are left, like the
+    // instance, for the driver to reclaim when the process ends (destroying the instance under
+    // them is invalid, and crashed under the validation layer).
+    static Instance* inst = nullptr;
     std::lock_guard<std::mutex> lock(m);
     if (!inst) {
         const char* v = std::getenv("BANKML_GPU_VALIDATION");
-        inst = std::make_unique<Instance>(v && *v && std::strcmp(v, "0") != 0);
+        inst = new Instance(v && *v && std::strcmp(v, "0") != 0);
     }
     return *inst;
 }
