@@ -74,21 +74,44 @@ TEST(q1_0_lane_sum_matches_the_plain_loop) {
     CHECK_EQ(bad, 0L);
 }
 
-TEST(pack_q1_0_is_block_major_and_exact) {
-    // 2 rows × 256: scales 1.0, -2.0, 0.5, 65504 (f16 0x3C00, 0xC000, 0x3800, 0x7BFF).
-    std::vector<uint8_t> w(2 * 2 * 18, 0);
+TEST(pack_q1_0_is_chunked_lane_planar_and_exact) {
+    // 2 rows × 640 (5 blocks: a whole chunk and one padded): scales 1.0, -2.0, 0.5, 65504, ...
+    size_t rows = 2, blocks = 5;
+    std::vector<uint8_t> w(rows * blocks * 18, 0);
     uint16_t h[4] = {0x3C00, 0xC000, 0x3800, 0x7BFF};
-    for (int blk = 0; blk < 4; ++blk) {
-        w[blk * 18] = uint8_t(h[blk]), w[blk * 18 + 1] = uint8_t(h[blk] >> 8);
-        for (int k = 0; k < 16; ++k) w[blk * 18 + 2 + k] = uint8_t(blk * 16 + k);
+    std::mt19937 rng(5);
+    for (size_t blk = 0; blk < rows * blocks; ++blk) {
+        w[blk * 18] = uint8_t(h[blk % 4]), w[blk * 18 + 1] = uint8_t(h[blk % 4] >> 8);
+        for (int k = 0; k < 16; ++k) w[blk * 18 + 2 + k] = uint8_t(rng());
     }
-    auto p = kernels::pack_q1_0(w, 2, 256);
-    CHECK_EQ(p.scales, (std::vector<float>{1.0f, 0.5f, -2.0f, 65504.0f}));  // (b=0,r=0),(b=0,r=1),(b=1,r=0),(b=1,r=1)
-    REQUIRE_EQ(p.bits.size(), 16u);
-    CHECK_EQ(p.bits[4], 0x23222120u);  // block 0 of row 1 (source block 2), word 0
-    CHECK_EQ(p.bits[8 + 3], 0x1F1E1D1Cu);  // block 1 of row 0 (source block 1), word 3
-    CHECK_THROWS(kernels::pack_q1_0(w, 3, 256), "pack_q1_0");
+    auto p = kernels::pack_q1_0(w, rows, blocks * 128);
+    // Two chunks: per chunk and row, four scales; the second chunk's last three are padding.
+    REQUIRE_EQ(p.scales.size(), 2 * rows * 4);
+    REQUIRE_EQ(p.bits.size(), 2 * 8 * rows * 2);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t b = 0; b < 8; ++b) {
+            size_t c = b / 4, j = b % 4;
+            float want = b < blocks ? bankml::f16_to_f32(h[(r * blocks + b) % 4]) : 0.0f;
+            CHECK_EQ(p.scales[(c * rows + r) * 4 + j], want);
+            for (size_t l = 0; l < 8; ++l) {
+                uint32_t got = p.bits[((c * 8 + l) * rows + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, expect = 0;
+                if (b < blocks)
+                    for (size_t s = 0; s < 4; ++s) {  // lane l's sign bits of sub-block s: quants 32s + 4l .. +3
+                        uint32_t word;
+                        std::memcpy(&word, &w[(r * blocks + b) * 18 + 2 + 4 * s], 4);
+                        expect |= (word >> (4 * l) & 15) << (4 * s);
+                    }
+                CHECK_EQ(got, expect);
+            }
+        }
+    CHECK_THROWS(kernels::pack_q1_0(w, 3, 640), "pack_q1_0");
     CHECK_THROWS(kernels::pack_q1_0(w, 2, 200), "multiple of 128");
+    // The activation's table is padded to whole chunks with zero products.
+    std::vector<uint8_t> q8(20 * 34, 0x11);
+    auto a = kernels::pack_act(q8, 640);
+    REQUIRE_EQ(a.lane_products.size(), 32u * 8 * 16);
+    CHECK(a.lane_products[20 * 128 - 1] != 0.0f);
+    for (size_t i = 20 * 128; i < a.lane_products.size(); ++i) CHECK_EQ(a.lane_products[i], 0.0f);
 }
 
 TEST(gpu_buffers_round_trip_and_misuse_is_an_error) {
@@ -114,10 +137,11 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     kernels::FmaPath chosen = kernels::FmaPath::native;
     opt.chosen = &chosen;
     auto lines = kernels::verify_q1_0(*g, opt);
-    // The probe, 1, 4, 9 (4 + 4 + 1: unrolled and single) and 8 blocks per row for two kernels (four
-    // where the card's Fma is proven), the path used.
+    // The probe, 1, 4, 9 (two chunks and a padded one) and 8 blocks per row for five kernels
+    // (q1_0_mat_vec, q1_0_mat_vec8 with 1, 2, 4, 8 rows per invocation; ten where the card's Fma
+    // is proven), the path used.
     bool native = chosen == kernels::FmaPath::native;
-    REQUIRE_EQ(lines.size(), native ? 18u : 10u);
+    REQUIRE_EQ(lines.size(), native ? 42u : 22u);
     CHECK(lines[0].find("native Fma probe: ") == 0);
     CHECK_EQ(lines[0].find("native Fma proven") != std::string::npos, native);
     for (size_t i = 1; i + 1 < lines.size(); ++i) CHECK(lines[i].find("rows bit-exact") != std::string::npos);
@@ -137,11 +161,11 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     Buffer as = g->upload<float>(pa.scales), aq = g->upload<float>(pa.lane_products), out = g->buffer(rows * 4 + 64);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
-    for (int k = 0; k < 2; ++k) {
-        Pipeline p = g->pipeline(k ? kernels::q1_0_mat_vec8() : kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, 8);
+    for (uint32_t k = 0; k <= 8; k = k ? 2 * k : 1) {  // q1_0_mat_vec, then q1_0_mat_vec8 with 1, 2, 4, 8 rows per invocation
+        Pipeline p = g->pipeline(k ? kernels::q1_0_mat_vec8(kernels::FmaPath::exact, k) : kernels::q1_0_mat_vec(), kernels::Q1_0_BINDINGS, 8);
         std::vector<float> sentinel(rows + 16, -7.0f);
         g->write<float>(out, sentinel);
-        g->submit(p, bufs, push, k ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows));
+        g->submit(p, bufs, push, k ? kernels::groups_mat_vec8(rows, k) : kernels::groups_mat_vec(rows));
         CHECK_THROWS(g->submit(p, bufs, push, 1), "already in flight");
         g->wait();
         auto got = g->read_f32(out, rows + 16);
@@ -225,7 +249,7 @@ TEST(native_fma_refused_when_the_probe_fails) {
     opt.chosen = &chosen;
     auto lines = kernels::verify_q1_0(*g, opt);
     CHECK(chosen == kernels::FmaPath::exact);
-    REQUIRE_EQ(lines.size(), 10u);
+    REQUIRE_EQ(lines.size(), 22u);  // the probe, 4 shapes × 5 fma_exact kernels, the path
     CHECK(lines[0].find("native Fma refused") != std::string::npos);
     CHECK_EQ(lines.back(), "uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)");
     for (auto& l : lines) CHECK(l.find("_fma ") == std::string::npos);  // no native kernel ran
@@ -281,11 +305,11 @@ TEST(native_kernels_follow_the_cpu_order) {
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
     size_t differs_from_ref = 0;
-    for (bool eight : {false, true}) {
-        Pipeline p = g->pipeline(eight ? kernels::q1_0_mat_vec8(kernels::FmaPath::native) : kernels::q1_0_mat_vec(kernels::FmaPath::native),
+    for (uint32_t per : {0u, 1u, 4u}) {  // 0: q1_0_mat_vec
+        Pipeline p = g->pipeline(per ? kernels::q1_0_mat_vec8(kernels::FmaPath::native, per) : kernels::q1_0_mat_vec(kernels::FmaPath::native),
                                  kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
         g->write<float>(out, std::vector<float>(rows, std::nanf("")));  // a row not written cannot pass
-        g->run(p, bufs, push, eight ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows));
+        g->run(p, bufs, push, per ? kernels::groups_mat_vec8(rows, per) : kernels::groups_mat_vec(rows));
         auto got = g->read_f32(out, rows);
         for (size_t r = 0; r < rows; ++r) {
             CHECK_EQ(fbits(got[r]), fbits(want[r]));
@@ -405,7 +429,7 @@ TEST(kernel_limits_are_checked_before_any_dispatch) {
     CHECK(a.find("maxComputeWorkGroupInvocations of 256, the card offers 128") != std::string::npos);
     std::string b = kernels::limits_problem(1024, 128, 49152);
     CHECK(b.find("maxComputeWorkGroupSize[0]") != std::string::npos);
-    std::string c = kernels::limits_problem(1024, 1024, 8192);
+    std::string c = kernels::limits_problem(1024, 1024, kernels::KERNEL_SHARED_BYTES - 4);
     CHECK(c.find("maxComputeSharedMemorySize") != std::string::npos);
     Gpu* g = test_gpu();
     const Gpu::Limits& lim = g->limits();

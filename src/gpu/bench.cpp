@@ -146,14 +146,16 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     struct K {
         bool eight;
         kernels::FmaPath path;
+        uint32_t per;
         Pipeline p;
     };
     std::vector<K> ks;
-    for (auto path : {kernels::FmaPath::exact, kernels::FmaPath::native})
-        for (bool eight : {false, true})
-            ks.push_back({eight, path, g.pipeline(eight ? kernels::q1_0_mat_vec8(path) : kernels::q1_0_mat_vec(path),
-                                                  kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES)});
-    line("%-16s %-17s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
+    for (auto path : {kernels::FmaPath::exact, kernels::FmaPath::native}) {
+        ks.push_back({false, path, 1, g.pipeline(kernels::q1_0_mat_vec(path), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES)});
+        for (uint32_t per : kernels::MAT_VEC8_PERS)
+            ks.push_back({true, path, per, g.pipeline(kernels::q1_0_mat_vec8(path, per), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES)});
+    }
+    line("%-16s %-20s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
     std::mt19937_64 rng(42);
     for (auto [rows, cols] : shapes) {
         size_t wbytes = rows * cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
@@ -176,7 +178,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
                 if (i) t.push_back(since_us(t0));
             }
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-17s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
+            line("%-16s %-20s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
                  double(wbytes) / best / 1e3);
         };
         bench_cpu();
@@ -187,7 +189,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
         for (const K& k : ks) {
-            uint32_t groups = k.eight ? kernels::groups_mat_vec8(rows) : kernels::groups_mat_vec(rows);
+            uint32_t groups = k.eight ? kernels::groups_mat_vec8(rows, k.per) : kernels::groups_mat_vec(rows);
             std::vector<double> t, dev;
             for (int i = 0; i < reps + 1; ++i) {
                 auto t0 = Clock::now();
@@ -198,7 +200,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             auto got = g.read_f32(out, rows);
             bool same = std::memcmp(got.data(), cpu.data(), rows * 4) == 0;
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-17s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, kernels::kernel_name(k.eight, k.path).c_str(),
+            line("%-16s %-20s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, kernels::kernel_name(k.eight, k.path, k.per).c_str(),
                  median(t) / 1000, best / 1000, double(wbytes) / best / 1e3, median(dev) / 1000,
                  dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)");
         }

@@ -22,34 +22,32 @@ namespace {
 // What both kernels share: the types, the five buffers, the push block and a few constants.
 struct Kernel {
     Module m;
-    uint32_t u = 0, u4 = 0, i = 0, f = 0, bl = 0;
+    uint32_t u = 0, i = 0, f = 0, bl = 0;
     uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
     FmaPath fma = FmaPath::exact;
     // The table chunk in workgroup memory.
     uint32_t shared = 0;
-    uint32_t f4 = 0;
-    // q1_0_mat_vec8 with `shared`: the invocation's lane is a value; lane·4 (the nibble's shift)
-    // and lane·16 (its run in the table), computed once.
-    uint32_t lane_shift = 0, lane_off = 0;
+    uint32_t f4 = 0, u2 = 0;
 
-    // table_vec4: binding 3 seen as vec4 (16-byte loads for the cooperative copy into workgroup memory).
-    Kernel(bool local_id, FmaPath path, uint32_t local_size = LOCAL_SIZE, bool table_vec4 = false) : fma(path) {
+    // Bindings 0 and 3 as vec4 and binding 1 as uvec2: a row's four scales of a chunk, its lane's
+    // bits of a chunk and four table entries are one load each.
+    Kernel(FmaPath path, uint32_t local_size) : fma(path) {
         u = m.t_u32();
         i = m.t_i32();
         f = m.t_f32();
         bl = m.t_bool();
-        ws = m.storage_buffer(f, 0, true, "weight_scales");
-        u4 = m.t_vec(u, 4);
-        wb = m.storage_buffer(u4, 1, true, "weight_bits", 16);  // one uvec4 (16 bytes) per block
-        as = m.storage_buffer(f, 2, true, "act_scales");
         f4 = m.t_vec(f, 4);
-        aq = table_vec4 ? m.storage_buffer(f4, 3, true, "act_lane_products", 16) : m.storage_buffer(f, 3, true, "act_lane_products");
+        u2 = m.t_vec(u, 2);
+        ws = m.storage_buffer(f4, 0, true, "weight_scales", 16);
+        wb = m.storage_buffer(u2, 1, true, "weight_bits", 8);
+        as = m.storage_buffer(f, 2, true, "act_scales");
+        aq = m.storage_buffer(f4, 3, true, "act_lane_products", 16);
         out = m.storage_buffer(f, 4, false, "out");
         push = m.push_constants(2);
         gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
-        if (local_id) lid = m.builtin_u32x3(BuiltInLocalInvocationId);
+        lid = m.builtin_u32x3(BuiltInLocalInvocationId);
         cmask = m.c_u32(0xFFFFF000u);
         c1 = m.c_u32(1);
         c0 = m.c_u32(0);
@@ -64,60 +62,29 @@ struct Kernel {
     }
     uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
     uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
+    uint32_t shr_u(uint32_t a, uint32_t b) { return m.op(OpShiftRightLogical, u, {a, b}); }
+    uint32_t shl_u(uint32_t a, uint32_t b) { return m.op(OpShiftLeftLogical, u, {a, b}); }
+    uint32_t and_u(uint32_t a, uint32_t b) { return m.op(OpBitwiseAnd, u, {a, b}); }
 
-    // What one block needs from memory before its arithmetic: the weight scale and the 128 sign
-    // bits (one 16-byte load). The activation scales are already in the products table.
-    struct Loaded {
-        uint32_t b, d0, words;
-    };
-    Loaded load_block(uint32_t row, uint32_t rows, uint32_t b) {
-        Loaded L{};
-        L.b = b;
-        uint32_t idx = add_u(mul_u(b, rows), row);
-        L.d0 = m.load_elem(f, ws, idx);
-        L.words = m.load_elem(u4, wb, idx);
-        return L;
+    // One lane's d1·s for sub-block k of the table chunk's block `slot`: the four sign bits `nib`
+    // pick one of the 16 products of lane `lane_off`/16. One workgroup-memory load.
+    uint32_t product(uint32_t nib, uint32_t lane_off, uint32_t slot, uint32_t k) {
+        uint32_t at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
+        return m.load(f, m.op(OpAccessChain, m.t_ptr(StorageWorkgroup, f), {shared, at}));
     }
 
-    // One 128-weight block for the given lanes: ab = d1·s, then ab + d1·s (d1·s is exact, so the
-    // CPU's fma(d1, s, ab) is this single rounding, and pack_act tabulates d1·s itself), then
-    // acc = fma(d0, ab, acc) exactly: through fma_exact, or through GLSL's Fma where the card
-    // proved it fuses (FmaPath::native). The products come from the workgroup's table chunk
-    // (`shared`), `slot` being the block's place in it: each read is a shift, a mask and a
-    // workgroup-memory load at a constant offset from the nibble (q1_0_mat_vec: lanes[l] is the
-    // constant l; q1_0_mat_vec8: one lane, its shift and offset computed once).
-    void compute_block(const Loaded& L, const std::vector<uint32_t>& lanes, const std::vector<uint32_t>& acc_vars,
-                       uint32_t slot) {
-        std::vector<uint32_t> ab(lanes.size(), 0);
-        uint32_t wptr = m.t_ptr(StorageWorkgroup, f);
-        for (uint32_t k = 0; k < 4; ++k) {
-            uint32_t word = m.op(OpCompositeExtract, u, {L.words, k});
-            // The lane's d1·s for this sub-block and these four sign bits, from the activation's table.
-            for (size_t l = 0; l < lanes.size(); ++l) {
-                uint32_t nib, at;
-                if (lane_shift) {
-                    nib = m.op(OpBitwiseAnd, u, {m.op(OpShiftRightLogical, u, {word, lane_shift}), m.c_u32(15)});
-                    at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
-                } else {
-                    nib = m.op(OpBitwiseAnd, u, {l ? m.op(OpShiftRightLogical, u, {word, m.c_u32(uint32_t(4 * l))}) : word, m.c_u32(15)});
-                    at = add_u(nib, m.c_u32((slot * 4 + k) * 128 + uint32_t(l) * 16));
-                }
-                uint32_t p = m.load(f, m.op(OpAccessChain, wptr, {shared, at}));
-                ab[l] = k == 0 ? p : m.op(OpFAdd, f, {ab[l], p});
-            }
-        }
-        for (size_t l = 0; l < lanes.size(); ++l) {
-            uint32_t acc = m.load(f, acc_vars[l]);
-            // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
-            uint32_t r = fma == FmaPath::native ? m.ext(f, GlslFma, {L.d0, ab[l], acc})
-                                                : m.fma_exact({f, u, bl}, L.d0, ab[l], acc, cmask, c1, c0, cf0, false);
-            m.store(acc_vars[l], r);
-        }
+    // ab = d1·s, then ab + d1·s (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
+    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc) exactly: through
+    // fma_exact, or through GLSL's Fma where the card proved it fuses (FmaPath::native).
+    void accumulate(uint32_t d0, const uint32_t p[4], uint32_t acc_var) {
+        uint32_t ab = p[0];
+        for (int k = 1; k < 4; ++k) ab = m.op(OpFAdd, f, {ab, p[k]});
+        uint32_t acc = m.load(f, acc_var);
+        // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
+        uint32_t r = fma == FmaPath::native ? m.ext(f, GlslFma, {d0, ab, acc})
+                                            : m.fma_exact({f, u, bl}, d0, ab, acc, cmask, c1, c0, cf0, false);
+        m.store(acc_var, r);
     }
-
-    // Blocks come UNROLL at a time (one chunk of the table), with every load issued before the
-    // arithmetic, so a row's memory latency overlaps (each lane's chain over the blocks is sequential).
-    static constexpr uint32_t UNROLL = 4;
 
     // The CPU's horizontal sum of eight lanes: (a0+a4 + a2+a6) + (a1+a5 + a3+a7).
     uint32_t hsum(const std::vector<uint32_t>& a) {
@@ -135,96 +102,136 @@ struct Kernel {
 }  // namespace
 
 // Both kernels keep the activation's table in workgroup memory: the table is the same for every
-// row, so the workgroup copies it a chunk of CHUNK blocks at a time (8 KiB; 16-byte loads, two per
+// row, so the workgroup copies it a chunk of four blocks at a time (8 KiB; 16-byte loads, two per
 // invocation of 256) and every row reads its products from there: no global address arithmetic
-// per read, and the table leaves L2 once per workgroup. The chunk's weight loads are issued before
-// the copy, so their DRAM latency overlaps it. Every invocation reaches the barriers (rows past the
+// per read, and the table leaves L2 once per workgroup. Each chunk: issue the weight and table
+// loads, wait until every row has read the previous chunk, store the table, wait, compute. Rows
+// are padded to whole chunks (pack_q1_0, pack_act: zero scales, bits and products, which leave
+// every sum unchanged), so there is no tail. Every invocation reaches the barriers (rows past the
 // end compute on the last row and store nothing).
 //
 // q1_0_mat_vec: one invocation per row, MAT_VEC_ROWS rows per workgroup, the eight lanes in
-// registers. q1_0_mat_vec8: eight per row, MAT_VEC8_ROWS rows per workgroup, lane-major:
-// invocation lid is lane lid/32 of row lid%32, so a 32-wide subgroup holds one lane of 32
-// neighbouring rows (its table reads one 16-entry run: no bank conflicts; its weight reads 512
-// contiguous bytes). The lane sums meet in workgroup memory after a barrier and lane 0 adds them
-// in the CPU's order.
-static std::vector<uint32_t> table_kernel(FmaPath path, bool eight) {
+// registers; a chunk is one vec4 of scales and eight uvec2 of bits (one per lane).
+// q1_0_mat_vec8: eight per row, lane-major: invocation lid is lane lid/32 of rows lid%32 + 32i
+// (i < per), so a 32-wide subgroup holds one lane of 32 neighbouring rows (its table reads one
+// 16-entry run: no bank conflicts; its bit loads 256 contiguous bytes) and a chunk is one vec4 of
+// scales and one uvec2 of its lane's bits per row. `per` rows per invocation let one copy of the
+// table serve 32·per rows (64 KiB of table for n = 4096 against 20 KiB of weights for 32 rows).
+// The lane sums meet in workgroup memory (the table's, after a barrier) and lane 0 adds them in
+// the CPU's order.
+// Every nibble sits at a constant place in its word (bit 16·(j%2) + 4s for block j of the chunk
+// and sub-block s), so a lookup is a shift, a mask, an add, a workgroup-memory load and the FAdd.
+static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per) {
     constexpr uint32_t INV = KERNEL_INVOCATIONS;  // invocations per workgroup, both kernels
+    constexpr uint32_t CHUNK = MAT_VEC_CHUNK, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
+    constexpr uint32_t TABLE = CHUNK * FLOATS;               // one chunk of the table
     static_assert(MAT_VEC_ROWS == INV && MAT_VEC8_ROWS * 8 == INV, "256 invocations per workgroup");
-    static_assert(Kernel::UNROLL * 512 * 4 + INV * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
-    Kernel k(true, path, INV, true);
+    static_assert(TABLE * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
+    static_assert(TABLE % (4 * INV) == 0 && CHUNK == 4, "a chunk's copy is whole vec4s for every invocation");
+    if (eight ? (per == 0 || per * INV > TABLE || 32 % per) : per != 1)
+        throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4, 8");
+    Kernel k(path, INV);
     Module& m = k.m;
-    constexpr uint32_t CHUNK = Kernel::UNROLL, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
-    k.shared = m.workgroup_array(k.f, CHUNK * FLOATS);
-    uint32_t nl = eight ? 1 : 8;
-    std::vector<uint32_t> acc(nl), lanes(nl);
-    for (uint32_t l = 0; l < nl; ++l) acc[l] = m.local_var(k.f), lanes[l] = m.c_u32(l);
-    uint32_t sums = eight ? m.workgroup_array(k.f, INV) : 0;
-    uint32_t bvar = m.local_var(k.u);
+    k.shared = m.workgroup_array(k.f, TABLE);
+    const uint32_t nrow = eight ? per : 1;
+    std::vector<uint32_t> acc(eight ? per : 8);
+    for (uint32_t& a : acc) a = m.local_var(k.f);
     uint32_t gid = m.builtin_x(k.gid), lid = m.builtin_x(k.lid);
     uint32_t rows = k.push_u32(0), blocks = k.push_u32(1);
-    uint32_t row0 = gid, lane = 0;
+    uint32_t chunks = k.shr_u(k.add_u(blocks, m.c_u32(CHUNK - 1)), m.c_u32(2));
+    uint32_t last = m.op(OpISub, k.u, {rows, k.c1});  // rows >= 1 whenever a workgroup runs (0 rows: 0 groups)
+    // The rows this invocation computes (clamped: past the end it computes the last row and stores
+    // nothing) and, for q1_0_mat_vec8, its lane and that lane's run in the table.
+    std::vector<uint32_t> row0(nrow), row(nrow);
+    uint32_t lane = 0, lane_rows = 0, lane_off = 0;
     if (eight) {
-        lane = m.op(OpShiftRightLogical, k.u, {lid, m.c_u32(5)});
-        row0 = k.add_u(m.op(OpShiftLeftLogical, k.u, {m.op(OpShiftRightLogical, k.u, {gid, m.c_u32(8)}), m.c_u32(5)}),
-                       m.op(OpBitwiseAnd, k.u, {lid, m.c_u32(31)}));
-        k.lane_shift = m.op(OpShiftLeftLogical, k.u, {lane, m.c_u32(2)});
-        k.lane_off = m.op(OpShiftLeftLogical, k.u, {lane, m.c_u32(4)});
+        lane = k.shr_u(lid, m.c_u32(5));
+        uint32_t first = k.add_u(k.mul_u(k.shr_u(gid, m.c_u32(8)), m.c_u32(32 * per)), k.and_u(lid, m.c_u32(31)));
+        for (uint32_t i = 0; i < per; ++i) row0[i] = i ? k.add_u(first, m.c_u32(32 * i)) : first;
+        lane_rows = k.mul_u(lane, rows);
+        lane_off = k.shl_u(lane, m.c_u32(4));
+    } else {
+        row0[0] = gid;
     }
-    uint32_t active = m.op(OpULessThan, k.bl, {row0, rows});
-    // rows >= 1 whenever a workgroup runs (the group counts of 0 rows are 0).
-    uint32_t row = m.ext(k.u, GlslUMin, {row0, m.op(OpISub, k.u, {rows, k.c1})});
+    for (uint32_t i = 0; i < nrow; ++i) row[i] = m.ext(k.u, GlslUMin, {row0[i], last});
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
-    auto chunk = [&](uint32_t n) {  // blocks b .. b+n-1, n <= CHUNK
-        uint32_t b = m.load(k.u, bvar);
-        std::vector<Kernel::Loaded> L;
-        for (uint32_t j = 0; j < n; ++j) L.push_back(k.load_block(row, rows, j ? k.add_u(b, m.c_u32(j)) : b));
-        m.barrier();  // every row has read the previous chunk
-        uint32_t vecs = n * FLOATS / 4, first = m.op(OpShiftLeftLogical, k.u, {b, m.c_u32(7)});  // 128 vec4 per block
-        for (uint32_t i = 0; i * INV < vecs; ++i) {
-            uint32_t idx = i ? k.add_u(lid, m.c_u32(i * INV)) : lid;
-            auto copy = [&] {
-                uint32_t v = m.load_elem(k.f4, k.aq, k.add_u(first, idx));
-                uint32_t at = m.op(OpShiftLeftLogical, k.u, {idx, m.c_u32(2)});
-                for (uint32_t c = 0; c < 4; ++c)
-                    m.store(m.op(OpAccessChain, wptr, {k.shared, c ? k.add_u(at, m.c_u32(c)) : at}), m.op(OpCompositeExtract, k.f, {v, c}));
-            };
-            if ((i + 1) * INV <= vecs) copy();
-            else m.if_then(m.op(OpULessThan, k.bl, {idx, m.c_u32(vecs)}), copy);
-        }
-        m.barrier();  // the chunk is in workgroup memory
-        for (uint32_t j = 0; j < n; ++j) k.compute_block(L[j], lanes, acc, j);
-    };
-    m.store(bvar, k.c0);
-    for (uint32_t v : acc) m.store(v, k.cf0);
-    m.loop([&] { return m.op(OpULessThanEqual, k.bl, {k.add_u(m.load(k.u, bvar), m.c_u32(CHUNK)), blocks}); },
-           [&] { chunk(CHUNK); }, [&] { m.store(bvar, k.add_u(m.load(k.u, bvar), m.c_u32(CHUNK))); });
-    m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, bvar), blocks}); }, [&] { chunk(1); },
-           [&] { m.store(bvar, k.add_u(m.load(k.u, bvar), k.c1)); });
+    uint32_t c15 = m.c_u32(15);
+
+    uint32_t cvar = m.local_var(k.u);
+    m.store(cvar, k.c0);
+    for (uint32_t a : acc) m.store(a, k.cf0);
+    m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, cvar), chunks}); },
+           [&] {
+               uint32_t c = m.load(k.u, cvar);
+               // The chunk's weights: per row, its four scales, then its bits (the lane's uvec2, or all eight).
+               uint32_t crows = k.mul_u(c, rows), lanes_at = k.shl_u(crows, m.c_u32(3));  // (c·8)·rows
+               std::vector<uint32_t> scale(nrow), bits;
+               for (uint32_t i = 0; i < nrow; ++i) {
+                   scale[i] = m.load_elem(k.f4, k.ws, k.add_u(crows, row[i]));
+                   if (eight) {
+                       bits.push_back(m.load_elem(k.u2, k.wb, k.add_u(k.add_u(lanes_at, lane_rows), row[i])));
+                       continue;
+                   }
+                   uint32_t at = k.add_u(lanes_at, row[i]);
+                   for (uint32_t l = 0; l < 8; ++l) bits.push_back(m.load_elem(k.u2, k.wb, l ? k.add_u(at, k.mul_u(rows, m.c_u32(l))) : at));
+               }
+               // The chunk's table: 512 vec4, two per invocation.
+               uint32_t first = k.shl_u(c, m.c_u32(9));
+               uint32_t idx[2] = {lid, k.add_u(lid, m.c_u32(INV))}, t[2];
+               for (int x = 0; x < 2; ++x) t[x] = m.load_elem(k.f4, k.aq, k.add_u(first, idx[x]));
+               m.barrier();  // every row has read the previous chunk
+               for (int x = 0; x < 2; ++x) {
+                   uint32_t at = k.shl_u(idx[x], m.c_u32(2));
+                   for (uint32_t e = 0; e < 4; ++e)
+                       m.store(m.op(OpAccessChain, wptr, {k.shared, e ? k.add_u(at, m.c_u32(e)) : at}), m.op(OpCompositeExtract, k.f, {t[x], e}));
+               }
+               m.barrier();  // the chunk is in workgroup memory
+               for (uint32_t j = 0; j < CHUNK; ++j) {
+                   for (uint32_t i = 0; i < nrow; ++i) {
+                       uint32_t d0 = m.op(OpCompositeExtract, k.f, {scale[i], j});
+                       for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
+                           uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
+                           uint32_t base = eight ? lane_off : m.c_u32(16 * l);
+                           for (uint32_t s = 0; s < 4; ++s) {
+                               uint32_t sh = 16 * (j % 2) + 4 * s;
+                               p[s] = k.product(k.and_u(sh ? k.shr_u(word, m.c_u32(sh)) : word, c15), base, j, s);
+                           }
+                           k.accumulate(d0, p, acc[eight ? i : l]);
+                       }
+                   }
+               }
+           },
+           [&] { m.store(cvar, k.add_u(m.load(k.u, cvar), k.c1)); });
     if (!eight) {
-        m.if_then(active, [&] {
+        m.if_then(m.op(OpULessThan, k.bl, {gid, rows}), [&] {
             std::vector<uint32_t> a(8);
             for (int l = 0; l < 8; ++l) a[l] = m.load(k.f, acc[l]);
             m.store_elem(k.f, k.out, gid, k.hsum(a));
         });
         return k.finish();
     }
-    m.store(m.op(OpAccessChain, wptr, {sums, lid}), m.load(k.f, acc[0]));
+    m.barrier();  // every row has read the last chunk: the table's memory takes the lane sums
+    for (uint32_t i = 0; i < per; ++i)
+        m.store(m.op(OpAccessChain, wptr, {k.shared, k.add_u(lid, m.c_u32(i * INV))}), m.load(k.f, acc[i]));
     m.barrier();  // in uniform control flow: every invocation of the workgroup reaches it
-    uint32_t first = m.op(OpLogicalAnd, k.bl, {active, m.op(OpIEqual, k.bl, {lane, k.c0})});
-    m.if_then(first, [&] {
-        std::vector<uint32_t> a(8);
-        for (uint32_t l = 0; l < 8; ++l)
-            a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {sums, l ? k.add_u(lid, m.c_u32(32 * l)) : lid}));  // lid < 32 here
-        m.store_elem(k.f, k.out, row, k.hsum(a));
+    m.if_then(m.op(OpIEqual, k.bl, {lane, k.c0}), [&] {  // lid < 32
+        for (uint32_t i = 0; i < per; ++i)
+            m.if_then(m.op(OpULessThan, k.bl, {row0[i], rows}), [&] {
+                std::vector<uint32_t> a(8);
+                for (uint32_t l = 0; l < 8; ++l)
+                    a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {k.shared, k.add_u(lid, m.c_u32(i * INV + 32 * l))}));
+                m.store_elem(k.f, k.out, row[i], k.hsum(a));
+            });
     });
     return k.finish();
 }
 
-std::vector<uint32_t> q1_0_mat_vec(FmaPath path) { return table_kernel(path, false); }
-std::vector<uint32_t> q1_0_mat_vec8(FmaPath path) { return table_kernel(path, true); }
+std::vector<uint32_t> q1_0_mat_vec(FmaPath path) { return table_kernel(path, false, 1); }
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per) { return table_kernel(path, true, per); }
 
-std::string kernel_name(bool eight, FmaPath path) {
-    return std::string(eight ? "q1_0_mat_vec8" : "q1_0_mat_vec") + (path == FmaPath::native ? "_fma" : "");
+std::string kernel_name(bool eight, FmaPath path, uint32_t per) {
+    return std::string(eight ? "q1_0_mat_vec8" : "q1_0_mat_vec") + (per > 1 ? "x" + std::to_string(per) : "") +
+           (path == FmaPath::native ? "_fma" : "");
 }
 
 std::vector<uint32_t> fma_probe() {
@@ -366,20 +373,22 @@ static uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }
 
 PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n) {
     if (n % Q1_0_BLOCK) throw Error("pack_q1_0: row length " + std::to_string(n) + " is not a multiple of 128");
-    size_t blocks = n / Q1_0_BLOCK;
+    size_t blocks = n / Q1_0_BLOCK, chunks = (blocks + MAT_VEC_CHUNK - 1) / MAT_VEC_CHUNK;
     if (w.size() < rows * blocks * Q1_0_BLOCK_BYTES)
         throw Error("pack_q1_0: " + std::to_string(w.size()) + " bytes for " + std::to_string(rows) + "×" + std::to_string(n));
     PackedQ1_0 p;
-    p.scales.resize(rows * blocks);
-    p.bits.resize(rows * blocks * 4);
+    p.scales.assign(chunks * rows * 4, 0.0f);  // the padding: zero scales and bits
+    p.bits.assign(chunks * 8 * rows * 2, 0);
     for (size_t r = 0; r < rows; ++r)
         for (size_t b = 0; b < blocks; ++b) {
             const uint8_t* blk = w.data() + (r * blocks + b) * Q1_0_BLOCK_BYTES;
-            size_t at = b * rows + r;
-            p.scales[at] = f16_to_f32(rd16(blk));
-            for (size_t k = 0; k < 4; ++k) {
-                const uint8_t* q = blk + 2 + 4 * k;
-                p.bits[at * 4 + k] = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+            size_t c = b / 4, j = b % 4;
+            p.scales[(c * rows + r) * 4 + j] = f16_to_f32(rd16(blk));
+            for (size_t s = 0; s < 4; ++s) {
+                const uint8_t* q = blk + 2 + 4 * s;
+                uint32_t word = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
+                for (size_t l = 0; l < 8; ++l)  // lane l's four sign bits of sub-block s
+                    p.bits[((c * 8 + l) * rows + r) * 2 + j / 2] |= (word >> (4 * l) & 15u) << (16 * (j % 2) + 4 * s);
             }
         }
     return p;
@@ -387,11 +396,12 @@ PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n) {
 
 PackedAct pack_act(std::span<const uint8_t> q8, size_t n) {
     if (n % Q1_0_BLOCK) throw Error("pack_act: length " + std::to_string(n) + " is not a multiple of 128");
-    size_t blocks = n / Q8_0_BLOCK;
+    size_t blocks = n / Q8_0_BLOCK, chunk_values = MAT_VEC_CHUNK * Q1_0_BLOCK;
     if (q8.size() < blocks * Q8_0_BLOCK_BYTES) throw Error("pack_act: " + std::to_string(q8.size()) + " bytes for " + std::to_string(n) + " values");
     PackedAct a;
     a.scales.resize(blocks);
-    a.lane_products.resize(blocks * 8 * 16);
+    // Padded to whole chunks of the weights (zero products).
+    a.lane_products.assign((n + chunk_values - 1) / chunk_values * chunk_values / Q8_0_BLOCK * 8 * 16, 0.0f);
     for (size_t b = 0; b < blocks; ++b) {
         const uint8_t* blk = q8.data() + b * Q8_0_BLOCK_BYTES;
         a.scales[b] = f16_to_f32(rd16(blk));
@@ -481,13 +491,16 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
     struct K {
         bool eight;
         FmaPath path;
+        uint32_t per;
         Pipeline p;
     };
-    std::vector<K> ks;
-    for (FmaPath path : {FmaPath::exact, FmaPath::native})
-        for (bool eight : {false, true})
-            if (path == FmaPath::exact || native)
-                ks.push_back({eight, path, gpu.pipeline(eight ? q1_0_mat_vec8(path) : q1_0_mat_vec(path), Q1_0_BINDINGS, Q1_0_PUSH_BYTES)});
+    std::vector<K> ks;  // every variant bankml may dispatch
+    for (FmaPath path : {FmaPath::exact, FmaPath::native}) {
+        if (path == FmaPath::native && !native) continue;
+        ks.push_back({false, path, 1, gpu.pipeline(q1_0_mat_vec(path), Q1_0_BINDINGS, Q1_0_PUSH_BYTES)});
+        for (uint32_t per : MAT_VEC8_PERS)
+            ks.push_back({true, path, per, gpu.pipeline(q1_0_mat_vec8(path, per), Q1_0_BINDINGS, Q1_0_PUSH_BYTES)});
+    }
     std::mt19937_64 rng(20260413);
     for (const Case& c : cases) {
         std::vector<uint8_t> w, q8;
@@ -508,11 +521,11 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         for (const K& k : ks) {
             if (!failure.empty()) break;
             if (k.path == FmaPath::native && !native) continue;
-            std::string name = kernel_name(k.eight, k.path);
+            std::string name = kernel_name(k.eight, k.path, k.per);
             std::vector<float> poison(c.rows, std::nanf(""));
             gpu.write<float>(out, poison);  // a row the card does not write cannot pass
             auto t0 = std::chrono::steady_clock::now();
-            gpu.run(k.p, bufs, push, k.eight ? groups_mat_vec8(c.rows) : groups_mat_vec(c.rows));
+            gpu.run(k.p, bufs, push, k.eight ? groups_mat_vec8(c.rows, k.per) : groups_mat_vec(c.rows));
             double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
             std::vector<float> got = gpu.read_f32(out, c.rows);
             if (opt.corrupt) opt.corrupt(got);

@@ -6,8 +6,9 @@
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
 //   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
-//   binding 1  weight bits, uvec4 per block, block-major: word k (bits 32k..32k+31) of (r, b) at
-//              u32 index (b·rows + r)·4 + k (one 16-byte load per block)
+//   binding 1  weight bits, u32, in planes: word w of (r, b) at (b·4 + w)·rows + r; word w holds
+//              accumulation lanes 2w (bits 0..15) and 2w+1 (bits 16..31), and a lane's 16 bits
+//              are its four sign bits (quants 4l..4l+3) of sub-blocks 0..3, a nibble each
 //   binding 2  activation scales, f32, one per 32 values (bound for the layout; the kernels read
 //              them through binding 3)
 //   binding 3  activation lane products, f32: for sub-block j, lane l (quants 4l..4l+3) and each
@@ -16,7 +17,8 @@
 //              21 significant bits, never below 2^-24), so it is the CPU's d1·float(s) bit for bit
 //   binding 4  output, f32, one per row
 //   push constants: u32 rows, u32 blocks per row
-// Block-major weights let neighbouring invocations (neighbouring rows) read neighbouring words.
+// Block-major, planar weights let neighbouring invocations (neighbouring rows) read neighbouring
+// words, and an invocation of q1_0_mat_vec8 read only the word that holds its lane.
 // The activation is the same for every row, so its lane sums are tabulated once per product
 // (16 per four quants, 64 KiB for n = 4096) and each row's four sign bits pick one: the card does
 // no per-byte work, no int-to-float conversion and no multiply, and the products are exactly the
@@ -46,20 +48,27 @@ inline constexpr uint32_t Q1_0_PUSH_BYTES = 8;
 inline constexpr uint32_t LOCAL_SIZE = 64;
 // q1_0_mat_vec's workgroup: 256 rows share one copy of the activation's table in workgroup memory.
 inline constexpr uint32_t MAT_VEC_ROWS = 256;
-// q1_0_mat_vec8's workgroup: 32 rows of eight lanes (256 invocations), sharing the table the same way.
+// q1_0_mat_vec8's workgroup: 32 row slots of eight lanes (256 invocations), each slot `per` rows
+// (q1_0_mat_vec8x<per>), sharing the table the same way.
 inline constexpr uint32_t MAT_VEC8_ROWS = 32;
+// Blocks of the table a workgroup holds at once (512 floats each).
+inline constexpr uint32_t MAT_VEC_CHUNK = 4;
 // What both kernels ask of a card: 256 invocations per workgroup (Vulkan guarantees only 128) and
-// workgroup memory for a 4-block chunk of the table (8 KiB) plus the eight-lane kernel's lane sums.
+// workgroup memory for a chunk of the table (8 KiB; q1_0_mat_vec8 reuses it for the lane sums).
 inline constexpr uint32_t KERNEL_INVOCATIONS = 256;
-inline constexpr uint32_t KERNEL_SHARED_BYTES = 4 * 512 * 4 + KERNEL_INVOCATIONS * 4;
+inline constexpr uint32_t KERNEL_SHARED_BYTES = MAT_VEC_CHUNK * 512 * 4;
 inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
 inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
 
 enum class FmaPath { exact, native };
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);
-std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact);
-// The kernels' names as verify and the bench print them ("q1_0_mat_vec8_fma" for native).
-std::string kernel_name(bool eight, FmaPath path);
+// per: rows per invocation (1, 2, 4 or 8), each with the same eight lanes: more rows per workgroup
+// share one copy of the table (the large matrices), fewer give more workgroups (the small ones).
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1);
+inline constexpr uint32_t MAT_VEC8_PERS[] = {1, 2, 4, 8};
+// The kernels' names as verify and the bench print them ("q1_0_mat_vec8x4_fma": native, 4 rows
+// per invocation).
+std::string kernel_name(bool eight, FmaPath path, uint32_t per = 1);
 
 // The native-Fma probe: out[i] = Fma(abc[3i], abc[3i+1], abc[3i+2]) for i < push[0].
 // Bindings 0 (f32 triples) and 1 (f32 out); 4 push bytes.
@@ -84,7 +93,9 @@ FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<floa
 FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
 // Workgroups to dispatch for `rows` output rows.
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_ROWS - 1) / MAT_VEC_ROWS); }
-inline uint32_t groups_mat_vec8(size_t rows) { return uint32_t((rows + MAT_VEC8_ROWS - 1) / MAT_VEC8_ROWS); }
+inline uint32_t groups_mat_vec8(size_t rows, uint32_t per = 1) {
+    return uint32_t((rows + MAT_VEC8_ROWS * per - 1) / (MAT_VEC8_ROWS * per));
+}
 
 // One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
 // bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
