@@ -3,6 +3,7 @@
 #include "gpu/vulkan.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -33,6 +34,9 @@ struct Loader {
     PFN_vkGetPhysicalDeviceQueueFamilyProperties queue_props = nullptr;
     PFN_vkCreateDevice create_device = nullptr;
     PFN_vkGetDeviceProcAddr gdpa = nullptr;
+    PFN_vkEnumerateDeviceExtensionProperties device_extensions = nullptr;
+    // Null where the loader or the instance is Vulkan 1.0: then no feature struct can be queried.
+    PFN_vkGetPhysicalDeviceFeatures2 features2 = nullptr;
 };
 
 // Compute runs on the process's one long-lived instance (vulkan::instance(): the loader as the
@@ -54,6 +58,8 @@ Loader& loader() {
             L.queue_props = vk.GetPhysicalDeviceQueueFamilyProperties;
             L.create_device = vk.CreateDevice;
             L.gdpa = vk.GetDeviceProcAddr;
+            L.device_extensions = vk.EnumerateDeviceExtensionProperties;
+            if (inst.api_version() >= VK_API_VERSION_1_1) L.features2 = vk.GetPhysicalDeviceFeatures2;
         } catch (const std::exception& e) {
             L.error = e.what();
             L.instance = VK_NULL_HANDLE;
@@ -70,6 +76,53 @@ std::vector<VkPhysicalDevice> physical_devices(Loader& L) {
     if (r != VK_INCOMPLETE) check(r, "vkEnumeratePhysicalDevices");
     v.resize(n);
     return v;
+}
+
+// True when the device can report its compiler's statistics per pipeline: it lists
+// VK_KHR_pipeline_executable_properties and its pipelineExecutableInfo feature is on.
+bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::string& name) {
+    if (!L.features2) return false;
+    uint32_t n = 0;
+    check(L.device_extensions(pd, nullptr, &n, nullptr), "vkEnumerateDeviceExtensionProperties(" + name + ")");
+    std::vector<VkExtensionProperties> exts(n);
+    check(L.device_extensions(pd, nullptr, &n, exts.data()), "vkEnumerateDeviceExtensionProperties(" + name + ")", true);
+    exts.resize(n);
+    bool listed = false;
+    for (const auto& e : exts)
+        listed |= std::strncmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
+                               VK_MAX_EXTENSION_NAME_SIZE) == 0;
+    if (!listed) return false;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{};
+    pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &pe;
+    L.features2(pd, &f2);
+    return pe.pipelineExecutableInfo == VK_TRUE;
+}
+
+// "Register Count 64": the statistic's name as the driver gives it, then its value.
+std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
+    std::string line(s.name, strnlen(s.name, VK_MAX_DESCRIPTION_SIZE));
+    char v[64];
+    switch (s.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+            std::snprintf(v, sizeof v, "%s", s.value.b32 ? "true" : "false");
+            break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+            std::snprintf(v, sizeof v, "%lld", static_cast<long long>(s.value.i64));
+            break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+            std::snprintf(v, sizeof v, "%llu", static_cast<unsigned long long>(s.value.u64));
+            break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR:
+            std::snprintf(v, sizeof v, "%g", s.value.f64);
+            break;
+        default:  // a format newer than these headers: its value cannot be read
+            std::snprintf(v, sizeof v, "(format %d)", int(s.format));
+            break;
+    }
+    return line + " " + v;
 }
 
 const char* type_name(VkPhysicalDeviceType t) {
@@ -97,10 +150,15 @@ const char* type_name(VkPhysicalDeviceType t) {
     X(QueueSubmit) X(CreateFence) X(DestroyFence) X(WaitForFences) X(ResetFences) X(CreateQueryPool)     \
     X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) X(GetQueryPoolResults) X(GetFenceStatus)
 
+// VK_KHR_pipeline_executable_properties' queries, loaded only where the extension is enabled.
+#define BANKML_VK_STATISTICS_FNS(X) X(GetPipelineExecutablePropertiesKHR) X(GetPipelineExecutableStatisticsKHR)
+
 struct Gpu::Impl {
 #define X(n) PFN_vk##n n = nullptr;
     BANKML_VK_DEVICE_FNS(X)
+    BANKML_VK_STATISTICS_FNS(X)
 #undef X
+    bool statistics = false;  // VK_KHR_pipeline_executable_properties is enabled on dev
     std::string name;
     Gpu::Limits limits;
     VkDevice dev = VK_NULL_HANDLE;
@@ -275,6 +333,18 @@ Gpu Gpu::open(size_t index) {
     di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    // Where the driver can say what its compiler made of each kernel (registers, code size), ask
+    // it to: the extension and its one feature, nothing else.
+    const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_feature{};
+    stats_feature.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+    stats_feature.pipelineExecutableInfo = VK_TRUE;
+    if (offers_pipeline_statistics(L, pd, d->name)) {
+        di.pNext = &stats_feature;
+        di.enabledExtensionCount = 1;
+        di.ppEnabledExtensionNames = &stats_ext;
+        d->statistics = true;
+    }
     check(L.create_device(pd, &di, nullptr, &d->dev), "vkCreateDevice(" + d->name + ")");
     bool missing = false;
 #define X(n) d->n = reinterpret_cast<PFN_vk##n>(L.gdpa(d->dev, "vk" #n)); missing |= !d->n;
@@ -285,6 +355,12 @@ Gpu Gpu::open(size_t index) {
         if (destroy) destroy(d->dev, nullptr);
         d->dev = VK_NULL_HANDLE;
         throw Error("vkGetDeviceProcAddr: " + d->name + " lacks a Vulkan 1.0 device entry point");
+    }
+    if (d->statistics) {
+        // An enabled extension must have its entry points; a driver without them reports nothing.
+#define X(n) d->n = reinterpret_cast<PFN_vk##n>(L.gdpa(d->dev, "vk" #n)); d->statistics &= d->n != nullptr;
+        BANKML_VK_STATISTICS_FNS(X)
+#undef X
     }
     d->GetDeviceQueue(d->dev, uint32_t(family), 0, &d->queue);
     L.mem_props(pd, &d->mem);
@@ -425,6 +501,8 @@ Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint3
     ci.stage.module = p.module;
     ci.stage.pName = "main";
     ci.layout = p.layout;
+    // Statistics only: internal representations (the driver's IR and assembly) cost more to keep.
+    if (d.statistics) ci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     check(d.CreateComputePipelines(d.dev, VK_NULL_HANDLE, 1, &ci, nullptr, &p.pipe), "vkCreateComputePipelines");
     VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, bindings ? bindings : 1};
     VkDescriptorPoolCreateInfo dpi{};
@@ -443,6 +521,36 @@ Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint3
     uint64_t id = d.next_id++;
     d.pipes[id] = p;
     return Pipeline{id, bindings, push_bytes};
+}
+
+bool Gpu::has_pipeline_statistics() const { return d_->statistics; }
+
+std::vector<std::string> Gpu::pipeline_statistics(const Pipeline& pl) const {
+    const Impl& d = *d_;
+    auto it = d.pipes.find(pl.id);
+    if (it == d.pipes.end())
+        throw Error("Gpu::pipeline_statistics: pipeline " + std::to_string(pl.id) + " is not on this card");
+    std::vector<std::string> out;
+    if (!d.statistics) return out;
+    VkPipelineInfoKHR pi{};
+    pi.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR;
+    pi.pipeline = it->second.pipe;
+    // Only the count of executables is needed: each one's statistics are asked for by its index.
+    uint32_t n = 0;
+    check(d.GetPipelineExecutablePropertiesKHR(d.dev, &pi, &n, nullptr), "vkGetPipelineExecutablePropertiesKHR");
+    for (uint32_t i = 0; i < n; ++i) {
+        VkPipelineExecutableInfoKHR ei{};
+        ei.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+        ei.pipeline = pi.pipeline;
+        ei.executableIndex = i;
+        uint32_t ns = 0;
+        check(d.GetPipelineExecutableStatisticsKHR(d.dev, &ei, &ns, nullptr), "vkGetPipelineExecutableStatisticsKHR");
+        std::vector<VkPipelineExecutableStatisticKHR> stats(ns);
+        for (auto& s : stats) s.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        check(d.GetPipelineExecutableStatisticsKHR(d.dev, &ei, &ns, stats.data()), "vkGetPipelineExecutableStatisticsKHR", true);
+        for (uint32_t k = 0; k < ns; ++k) out.push_back(statistic_line(stats[k]));
+    }
+    return out;
 }
 
 void Gpu::submit(const Pipeline& pl, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups) {

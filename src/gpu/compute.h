@@ -82,6 +82,15 @@ public:
     void free(Buffer& b);
 
     Pipeline pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes);
+    // True when the card reports its compiler's statistics per pipeline: Gpu::open enabled
+    // VK_KHR_pipeline_executable_properties (the device lists it and its pipelineExecutableInfo
+    // feature is on), and pipeline() asks for statistics (not internal representations).
+    bool has_pipeline_statistics() const;
+    // What the driver's compiler made of p: one "<name> <value>" line per statistic of each of its
+    // executables, in the driver's order, names exactly as the driver gives them ("Register Count
+    // 64" on NVIDIA). Integers print as integers, floats with %g, booleans as true/false. Empty when
+    // !has_pipeline_statistics(). Throws for a pipeline not on this card or a failing Vulkan call.
+    std::vector<std::string> pipeline_statistics(const Pipeline& p) const;
     // submit then wait.
     void run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
     // Records and submits one dispatch of `groups` workgroups; returns at once.

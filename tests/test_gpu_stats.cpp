@@ -1,0 +1,129 @@
+// The card's compiler statistics per pipeline (VK_KHR_pipeline_executable_properties).
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "gpu/compute.h"
+#include "gpu/kernels.h"
+#include "gpu/vulkan.h"
+#include "test.h"
+
+using namespace bankml::gpu;
+
+namespace {
+
+// As test_gpu_kernels.cpp's test_gpu(): the first discrete or integrated card, else lavapipe, with
+// validation layers on where installed when these are the first Vulkan calls of the process.
+struct StatsGpu {
+    std::unique_ptr<Gpu> gpu;
+    size_t index = 0;
+    std::string why;
+};
+
+StatsGpu& stats_gpu() {
+    static StatsGpu s;
+    static bool tried = false;
+    if (!tried) {
+        tried = true;
+        bool set = !std::getenv("BANKML_GPU_VALIDATION");
+        if (set) setenv("BANKML_GPU_VALIDATION", "1", 1);
+        try {
+            auto devs = Gpu::devices();
+            if (set) unsetenv("BANKML_GPU_VALIDATION");
+            const PhysicalDevice* pick = nullptr;
+            for (const char* type : {"discrete", "integrated", "cpu"})
+                for (auto& d : devs)
+                    if (!pick && d.type == type) pick = &d;
+            if (pick) {
+                s.gpu = std::make_unique<Gpu>(Gpu::open(pick->index));
+                s.index = pick->index;
+            } else {
+                s.why = "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)";
+            }
+        } catch (const std::exception& e) {
+            s.why = e.what();
+        }
+        if (set) unsetenv("BANKML_GPU_VALIDATION");
+    }
+    if (!s.gpu) SKIP(s.why);
+    return s;
+}
+
+// Asked of Vulkan directly, apart from compute: does physical device `index` list the extension
+// with its pipelineExecutableInfo feature on?
+bool device_offers_statistics(size_t index) {
+    const auto& inst = vulkan::instance();
+    const auto& vk = inst.vk();
+    if (!vk.GetPhysicalDeviceFeatures2 || inst.api_version() < VK_API_VERSION_1_1) return false;
+    VkPhysicalDevice pd = inst.physical_devices().at(index);
+    uint32_t n = 0;
+    vulkan::check(vk.EnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr), "vkEnumerateDeviceExtensionProperties");
+    std::vector<VkExtensionProperties> exts(n);
+    vulkan::check(vk.EnumerateDeviceExtensionProperties(pd, nullptr, &n, exts.data()), "vkEnumerateDeviceExtensionProperties");
+    bool listed = false;
+    for (uint32_t i = 0; i < n; ++i)
+        listed |= std::string(exts[i].extensionName) == "VK_KHR_pipeline_executable_properties";
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{};
+    pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &pe;
+    vk.GetPhysicalDeviceFeatures2(pd, &f2);
+    return listed && pe.pipelineExecutableInfo;
+}
+
+// "<name> <value>": a non-empty name (it may hold spaces), one space, then true, false, an
+// integer or a float, and nothing else.
+bool well_formed(const std::string& line) {
+    size_t sp = line.rfind(' ');
+    if (sp == std::string::npos || sp == 0 || line[0] == ' ' || line[sp - 1] == ' ') return false;
+    std::string v = line.substr(sp + 1);
+    if (v == "true" || v == "false") return true;
+    if (v.empty()) return false;
+    char* end = nullptr;
+    std::strtod(v.c_str(), &end);
+    return *end == '\0';
+}
+
+}  // namespace
+
+TEST(gpu_statistic_lines_are_checked_for_form) {
+    CHECK(well_formed("Register Count 64"));
+    CHECK(well_formed("Code size -3"));
+    CHECK(well_formed("Occupancy 0.75"));
+    CHECK(well_formed("Spills false"));
+    CHECK(!well_formed("Register Count"));
+    CHECK(!well_formed("64"));
+    CHECK(!well_formed(" 64"));
+    CHECK(!well_formed("Register Count  64"));
+    CHECK(!well_formed("Register Count 64 "));
+    CHECK(!well_formed("Instructions (format 7)"));
+}
+
+TEST(gpu_pipeline_statistics_are_name_value_lines_where_the_card_offers_them) {
+    StatsGpu& s = stats_gpu();
+    Gpu& g = *s.gpu;
+    // Compute enables the extension exactly when the device offers it.
+    CHECK_EQ(g.has_pipeline_statistics(), device_offers_statistics(s.index));
+    Pipeline p = g.pipeline(kernels::fma_probe(), 2, 4);
+    auto lines = g.pipeline_statistics(p);
+    std::printf("    %s: %s, %zu statistics\n", g.name().c_str(),
+                g.has_pipeline_statistics() ? "VK_KHR_pipeline_executable_properties enabled" : "no statistics",
+                lines.size());
+    for (const auto& l : lines) std::printf("    %s\n", l.c_str());
+    if (g.has_pipeline_statistics()) {
+        CHECK(!lines.empty());
+        for (const auto& l : lines) CHECK(well_formed(l));
+        CHECK_EQ(g.pipeline_statistics(p), lines);  // asked again, the same answer
+    } else {
+        CHECK(lines.empty());
+    }
+    CHECK_THROWS(g.pipeline_statistics(Pipeline{p.id + 1000000, 2, 4}), "not on this card");
+    // The queries themselves are valid Vulkan (the kernels' validation test ran before them).
+    if (Gpu::validation_enabled()) {
+        auto msgs = Gpu::validation_messages();
+        for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
+        CHECK(msgs.empty());
+    }
+}
