@@ -155,6 +155,13 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         for (uint32_t per : kernels::MAT_VEC8_PERS)
             ks.push_back({true, path, per, g.pipeline(kernels::q1_0_mat_vec8(path, per), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES)});
     }
+    // What the card's compiler made of each kernel (registers bound how many workgroups an SM holds).
+    if (g.has_pipeline_statistics())
+        for (const K& k : ks) {
+            std::string st;
+            for (const std::string& s : g.pipeline_statistics(k.p)) st += (st.empty() ? "" : ", ") + s;
+            line("%s: %s\n", kernels::kernel_name(k.eight, k.path, k.per).c_str(), st.c_str());
+        }
     line("%-16s %-20s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card ms", "card GB/s");
     std::mt19937_64 rng(42);
     for (auto [rows, cols] : shapes) {

@@ -66,10 +66,10 @@ struct Kernel {
     uint32_t shl_u(uint32_t a, uint32_t b) { return m.op(OpShiftLeftLogical, u, {a, b}); }
     uint32_t and_u(uint32_t a, uint32_t b) { return m.op(OpBitwiseAnd, u, {a, b}); }
 
-    // One lane's d1·s for sub-block k of the table chunk's block `slot`: the four sign bits `nib`
-    // pick one of the 16 products of lane `lane_off`/16. One workgroup-memory load.
-    uint32_t product(uint32_t nib, uint32_t lane_off, uint32_t slot, uint32_t k) {
-        uint32_t at = add_u(nib, add_u(lane_off, m.c_u32((slot * 4 + k) * 128)));
+    // One lane's d1·s for sub-block k of the table chunk's block `slot`: `lane_nib` (lane·16 plus
+    // the four sign bits) picks one of the chunk's products. One workgroup-memory load.
+    uint32_t product(uint32_t lane_nib, uint32_t slot, uint32_t k) {
+        uint32_t at = add_u(lane_nib, m.c_u32((slot * 4 + k) * 128));
         return m.load(f, m.op(OpAccessChain, m.t_ptr(StorageWorkgroup, f), {shared, at}));
     }
 
@@ -191,10 +191,14 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
                        uint32_t d0 = m.op(OpCompositeExtract, k.f, {scale[i], j});
                        for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
                            uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
-                           uint32_t base = eight ? lane_off : m.c_u32(16 * l);
                            for (uint32_t s = 0; s < 4; ++s) {
                                uint32_t sh = 16 * (j % 2) + 4 * s;
-                               p[s] = k.product(k.and_u(sh ? k.shr_u(word, m.c_u32(sh)) : word, c15), base, j, s);
+                               uint32_t nib = k.and_u(sh ? k.shr_u(word, m.c_u32(sh)) : word, c15);
+                               // The lane's run: a constant for q1_0_mat_vec (an offset the load
+                               // carries); for q1_0_mat_vec8 lane·16 OR'd in (its bits and the
+                               // nibble's are disjoint: one AND-OR instead of an AND and an add).
+                               uint32_t at = eight ? m.op(OpBitwiseOr, k.u, {nib, lane_off}) : k.add_u(nib, m.c_u32(16 * l));
+                               p[s] = k.product(at, j, s);
                            }
                            k.accumulate(d0, p, acc[eight ? i : l]);
                        }
