@@ -75,7 +75,7 @@ TEST(q1_0_lane_sum_matches_the_plain_loop) {
 }
 
 TEST(pack_q1_0_is_chunked_lane_planar_and_exact) {
-    // 2 rows × 640 (5 blocks: a whole chunk and one padded): scales 1.0, -2.0, 0.5, 65504, ...
+    // 2 rows × 640 (5 blocks: a whole chunk and one padded): scales 1.0, -2.0, 0.5, 65504, ... (f16 bits)
     size_t rows = 2, blocks = 5;
     std::vector<uint8_t> w(rows * blocks * 18, 0);
     uint16_t h[4] = {0x3C00, 0xC000, 0x3800, 0x7BFF};
@@ -86,13 +86,13 @@ TEST(pack_q1_0_is_chunked_lane_planar_and_exact) {
     }
     auto p = kernels::pack_q1_0(w, rows, blocks * 128);
     // Two chunks: per chunk and row, four scales; the second chunk's last three are padding.
-    REQUIRE_EQ(p.scales.size(), 2 * rows * 4);
+    REQUIRE_EQ(p.scales.size(), 2 * rows * 2);  // f16 pairs
     REQUIRE_EQ(p.bits.size(), 2 * 8 * rows * 2);
     for (size_t r = 0; r < rows; ++r)
         for (size_t b = 0; b < 8; ++b) {
             size_t c = b / 4, j = b % 4;
-            float want = b < blocks ? bankml::f16_to_f32(h[(r * blocks + b) % 4]) : 0.0f;
-            CHECK_EQ(p.scales[(c * rows + r) * 4 + j], want);
+            uint32_t want = b < blocks ? h[(r * blocks + b) % 4] : 0u;
+            CHECK_EQ(p.scales[(c * rows + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, want);
             for (size_t l = 0; l < 8; ++l) {
                 uint32_t got = p.bits[((c * 8 + l) * rows + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, expect = 0;
                 if (b < blocks)
@@ -157,7 +157,7 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     for (size_t i = 0; i < q8.size(); i += 34) q8[i + 1] = uint8_t(0x1C + rng() % 8);
     auto pw = kernels::pack_q1_0(w, rows, n);
     auto pa = kernels::pack_act(q8, n);
-    Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
+    Buffer bs = g->upload<uint32_t>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
     Buffer as = g->upload<float>(pa.scales), aq = g->upload<float>(pa.lane_products), out = g->buffer(rows * 4 + 64);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
@@ -300,7 +300,7 @@ TEST(native_kernels_follow_the_cpu_order) {
     }
     auto pw = kernels::pack_q1_0(w, rows, n);
     auto pa = kernels::pack_act(q8, n);
-    Buffer bs = g->upload<float>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
+    Buffer bs = g->upload<uint32_t>(pw.scales), bb = g->upload<uint32_t>(pw.bits);
     Buffer as = g->upload<float>(pa.scales), aq = g->upload<float>(pa.lane_products), out = g->buffer(rows * 4);
     const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
     uint32_t push[] = {uint32_t(rows), uint32_t(n / 128)};
@@ -418,6 +418,19 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     auto none = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " bench gpu --quick");
     CHECK_EQ(none.code, 0);
     CHECK(none.out.find("no usable GPU found") != std::string::npos);
+}
+
+// Small matrices keep one row per invocation (the most workgroups); the output matrix shares each
+// copy of the table among four rows per invocation.
+TEST(mat_vec8_variant_by_rows) {
+    CHECK_EQ(kernels::mat_vec8_per(1), 1u);
+    CHECK_EQ(kernels::mat_vec8_per(4096), 1u);
+    CHECK_EQ(kernels::mat_vec8_per(12288), 1u);
+    CHECK_EQ(kernels::mat_vec8_per(64 * 1023), 1u);  // 1023 workgroups of 64 rows: too few
+    CHECK_EQ(kernels::mat_vec8_per(64 * 1023 + 1), 2u);
+    CHECK_EQ(kernels::mat_vec8_per(151936), 4u);
+    CHECK_GE(kernels::groups_mat_vec8(151936, 4), kernels::MAT_VEC8_MIN_GROUPS);
+    CHECK_LT(kernels::groups_mat_vec8(151936, 8), kernels::MAT_VEC8_MIN_GROUPS);
 }
 
 // A card whose workgroup limits are below what the kernels need is refused with the limit named,

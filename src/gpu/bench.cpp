@@ -191,7 +191,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         bench_cpu();
         auto pw = kernels::pack_q1_0(w, rows, cols);
         auto pa = kernels::pack_act(x, cols);
-        Buffer bs = g.upload<float>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
+        Buffer bs = g.upload<uint32_t>(pw.scales), bb = g.upload<uint32_t>(pw.bits);
         Buffer as = g.upload<float>(pa.scales), aq = g.upload<float>(pa.lane_products), out = g.buffer(rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};
         uint32_t push[] = {uint32_t(rows), uint32_t(cols / quant::QK1_0)};
@@ -207,9 +207,10 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             auto got = g.read_f32(out, rows);
             bool same = std::memcmp(got.data(), cpu.data(), rows * 4) == 0;
             double best = *std::min_element(t.begin(), t.end());
-            line("%-16s %-20s %10.3f %10.3f %8.1f %12.3f %10.1f%s\n", shape, kernels::kernel_name(k.eight, k.path, k.per).c_str(),
+            line("%-16s %-20s %10.3f %10.3f %8.1f %12.3f %10.1f%s%s\n", shape, kernels::kernel_name(k.eight, k.path, k.per).c_str(),
                  median(t) / 1000, best / 1000, double(wbytes) / best / 1e3, median(dev) / 1000,
-                 dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)");
+                 dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)",
+                 k.eight && k.per == kernels::mat_vec8_per(rows) ? "  <- q1_0_mat_vec8 uses this for the shape" : "");
         }
         for (Buffer* b : {&bs, &bb, &as, &aq, &out}) g.free(*b);
     }

@@ -31,7 +31,7 @@ struct Kernel {
     uint32_t shared = 0;
     uint32_t f4 = 0, u2 = 0;
 
-    // Bindings 0 and 3 as vec4 and binding 1 as uvec2: a row's four scales of a chunk, its lane's
+    // Bindings 0 and 1 as uvec2, binding 3 as vec4: a row's four scales of a chunk, its lane's
     // bits of a chunk and four table entries are one load each.
     Kernel(FmaPath path, uint32_t local_size) : fma(path) {
         u = m.t_u32();
@@ -40,7 +40,7 @@ struct Kernel {
         bl = m.t_bool();
         f4 = m.t_vec(f, 4);
         u2 = m.t_vec(u, 2);
-        ws = m.storage_buffer(f4, 0, true, "weight_scales", 16);
+        ws = m.storage_buffer(u2, 0, true, "weight_scales", 8);
         wb = m.storage_buffer(u2, 1, true, "weight_bits", 8);
         as = m.storage_buffer(f, 2, true, "act_scales");
         aq = m.storage_buffer(f4, 3, true, "act_lane_products", 16);
@@ -111,10 +111,10 @@ struct Kernel {
 // end compute on the last row and store nothing).
 //
 // q1_0_mat_vec: one invocation per row, MAT_VEC_ROWS rows per workgroup, the eight lanes in
-// registers; a chunk is one vec4 of scales and eight uvec2 of bits (one per lane).
+// registers; a chunk is one uvec2 of scales and eight uvec2 of bits (one per lane).
 // q1_0_mat_vec8: eight per row, lane-major: invocation lid is lane lid/32 of rows lid%32 + 32i
 // (i < per), so a 32-wide subgroup holds one lane of 32 neighbouring rows (its table reads one
-// 16-entry run: no bank conflicts; its bit loads 256 contiguous bytes) and a chunk is one vec4 of
+// 16-entry run: no bank conflicts; its bit loads 256 contiguous bytes) and a chunk is one uvec2 of
 // scales and one uvec2 of its lane's bits per row. `per` rows per invocation let one copy of the
 // table serve 32·per rows (64 KiB of table for n = 4096 against 20 KiB of weights for 32 rows).
 // The lane sums meet in workgroup memory (the table's, after a barrier) and lane 0 adds them in
@@ -155,7 +155,7 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     }
     for (uint32_t i = 0; i < nrow; ++i) row[i] = m.ext(k.u, GlslUMin, {row0[i], last});
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
-    uint32_t c15 = m.c_u32(15);
+    uint32_t c15 = m.c_u32(15), f2 = m.t_vec(k.f, 2);
 
     uint32_t cvar = m.local_var(k.u);
     m.store(cvar, k.c0);
@@ -167,7 +167,7 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
                uint32_t crows = k.mul_u(c, rows), lanes_at = k.shl_u(crows, m.c_u32(3));  // (c·8)·rows
                std::vector<uint32_t> scale(nrow), bits;
                for (uint32_t i = 0; i < nrow; ++i) {
-                   scale[i] = m.load_elem(k.f4, k.ws, k.add_u(crows, row[i]));
+                   scale[i] = m.load_elem(k.u2, k.ws, k.add_u(crows, row[i]));
                    if (eight) {
                        bits.push_back(m.load_elem(k.u2, k.wb, k.add_u(k.add_u(lanes_at, lane_rows), row[i])));
                        continue;
@@ -188,7 +188,10 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
                m.barrier();  // the chunk is in workgroup memory
                for (uint32_t j = 0; j < CHUNK; ++j) {
                    for (uint32_t i = 0; i < nrow; ++i) {
-                       uint32_t d0 = m.op(OpCompositeExtract, k.f, {scale[i], j});
+                       // d0: the block's f16 scale, widened exactly (every f16, subnormals
+                       // too, is an f32; verify_q1_0's data has subnormal scales to prove it).
+                       uint32_t pair = m.ext(f2, GlslUnpackHalf2x16, {m.op(OpCompositeExtract, k.u, {scale[i], j / 2})});
+                       uint32_t d0 = m.op(OpCompositeExtract, k.f, {pair, j % 2});
                        for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
                            uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
                            for (uint32_t s = 0; s < 4; ++s) {
@@ -381,13 +384,13 @@ PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n) {
     if (w.size() < rows * blocks * Q1_0_BLOCK_BYTES)
         throw Error("pack_q1_0: " + std::to_string(w.size()) + " bytes for " + std::to_string(rows) + "×" + std::to_string(n));
     PackedQ1_0 p;
-    p.scales.assign(chunks * rows * 4, 0.0f);  // the padding: zero scales and bits
+    p.scales.assign(chunks * rows * 2, 0);  // the padding: zero scales and bits
     p.bits.assign(chunks * 8 * rows * 2, 0);
     for (size_t r = 0; r < rows; ++r)
         for (size_t b = 0; b < blocks; ++b) {
             const uint8_t* blk = w.data() + (r * blocks + b) * Q1_0_BLOCK_BYTES;
             size_t c = b / 4, j = b % 4;
-            p.scales[(c * rows + r) * 4 + j] = f16_to_f32(rd16(blk));
+            p.scales[(c * rows + r) * 2 + j / 2] |= uint32_t(rd16(blk)) << (16 * (j % 2));
             for (size_t s = 0; s < 4; ++s) {
                 const uint8_t* q = blk + 2 + 4 * s;
                 uint32_t word = uint32_t(q[0]) | uint32_t(q[1]) << 8 | uint32_t(q[2]) << 16 | uint32_t(q[3]) << 24;
@@ -440,6 +443,8 @@ void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std
         float d = layer ? 0.02f * std::exp(1.5f * g(rng)) : 0.01f * (1.0f + float(rng() % 1024) / 1024.0f);
         if (rng() % 8 == 0) d = -d;
         uint16_t h = f32_to_f16(d);
+        // Now and then a subnormal scale: the card must widen every f16 exactly.
+        if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));
         p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
         for (int k = 2; k < 18; ++k) p[k] = uint8_t(rng());
     }
@@ -516,7 +521,7 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         for (size_t r = 0; r < c.rows; ++r) want[r] = quant::vec_dot_q1_0_ref(c.n, qw + r * row_bytes / Q1_0_BLOCK_BYTES, qx);
         PackedQ1_0 pw = pack_q1_0(w, c.rows, c.n);
         PackedAct pa = pack_act(q8, c.n);
-        Buffer bs = gpu.upload<float>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);
+        Buffer bs = gpu.upload<uint32_t>(pw.scales), bb = gpu.upload<uint32_t>(pw.bits);
         Buffer as = gpu.upload<float>(pa.scales), aq = gpu.upload<float>(pa.lane_products);
         Buffer out = gpu.buffer(c.rows * 4);
         const Buffer* bufs[] = {&bs, &bb, &as, &aq, &out};

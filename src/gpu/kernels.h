@@ -1,14 +1,18 @@
 // The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row, 256 rows per
-// workgroup sharing the activation's table in workgroup memory: the large matrices) and
-// q1_0_mat_vec8 (eight per row, one per accumulation lane, 32 rows per workgroup sharing the same
-// table: more workgroups for small ones). Both follow the CPU's vec_dot_ref step by step, so
-// a card that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
+// workgroup sharing the activation's table in workgroup memory) and q1_0_mat_vec8 (eight per row,
+// one per accumulation lane; 32·per rows per workgroup sharing the same table, per = 1, 2, 4 or 8
+// rows per invocation: per = 1 gives small matrices the most workgroups, larger per share one
+// copy of the table among more rows). Both follow the CPU's vec_dot_ref step by step, so a card
+// that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
 //
-// Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only aligned.
-//   binding 0  weight scales, f32, block-major: scale of (row r, block b) at b·rows + r
-//   binding 1  weight bits, u32, in planes: word w of (r, b) at (b·4 + w)·rows + r; word w holds
-//              accumulation lanes 2w (bits 0..15) and 2w+1 (bits 16..31), and a lane's 16 bits
-//              are its four sign bits (quants 4l..4l+3) of sub-blocks 0..3, a nibble each
+// Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only
+// aligned. Rows are cut into chunks of four blocks (512 weights), padded to whole chunks with zero
+// scales, bits and products (which leave every sum unchanged: acc + 0·0 = acc, acc never -0).
+//   binding 0  weight scales, the f16 bits, in chunks: (chunk c, row r) at uvec2 c·rows + r, block
+//              j of the chunk in half j%2 of word j/2 (the card widens them exactly)
+//   binding 1  weight bits, lane-planar: (chunk c, lane l, row r) at uvec2 (c·8 + l)·rows + r,
+//              block j's 16 bits of lane l in half j%2 of word j/2, and there sub-block s's four
+//              sign bits (quants 32s + 4l .. +3) at bits 4s..4s+3
 //   binding 2  activation scales, f32, one per 32 values (bound for the layout; the kernels read
 //              them through binding 3)
 //   binding 3  activation lane products, f32: for sub-block j, lane l (quants 4l..4l+3) and each
@@ -17,8 +21,10 @@
 //              21 significant bits, never below 2^-24), so it is the CPU's d1·float(s) bit for bit
 //   binding 4  output, f32, one per row
 //   push constants: u32 rows, u32 blocks per row
-// Block-major, planar weights let neighbouring invocations (neighbouring rows) read neighbouring
-// words, and an invocation of q1_0_mat_vec8 read only the word that holds its lane.
+// Neighbouring invocations (neighbouring rows) read neighbouring words; an invocation of
+// q1_0_mat_vec8 reads one uvec2 of scales and one of its own lane's bits per row and chunk, and
+// every nibble sits at a constant place in its word. Scales stay f16 on the card: the weights are
+// 18 bytes a block there as in the GGUF (f32 scales made the output matrix 11 % more bytes).
 // The activation is the same for every row, so its lane sums are tabulated once per product
 // (16 per four quants, 64 KiB for n = 4096) and each row's four sign bits pick one: the card does
 // no per-byte work, no int-to-float conversion and no multiply, and the products are exactly the
@@ -96,6 +102,16 @@ inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_RO
 inline uint32_t groups_mat_vec8(size_t rows, uint32_t per = 1) {
     return uint32_t((rows + MAT_VEC8_ROWS * per - 1) / (MAT_VEC8_ROWS * per));
 }
+// The q1_0_mat_vec8 variant a product of `rows` rows uses: the most rows per invocation (1, 2 or
+// 4) that still leaves MAT_VEC8_MIN_GROUPS workgroups, so small matrices keep every core busy and
+// large ones share the table among more rows (H200: 4096 and 12288 rows fastest with 1, the
+// 151,936-row output matrix with 4; docs/PERFORMANCE.md).
+inline constexpr uint32_t MAT_VEC8_MIN_GROUPS = 1024;
+inline uint32_t mat_vec8_per(size_t rows) {
+    for (uint32_t per : {4u, 2u})
+        if (groups_mat_vec8(rows, per) >= MAT_VEC8_MIN_GROUPS) return per;
+    return 1;
+}
 
 // One lane's integer sum over a sub-block, as pack_act tabulates it: the four products of sign
 // bits `nib` (bit t set: +x_t) and the i8 quants in `q` (byte t = x_t), where a clear bit negates
@@ -115,7 +131,7 @@ inline int32_t q1_0_lane_sum(uint32_t q, uint32_t nib) {
 std::vector<std::pair<std::string, std::vector<uint32_t>>> all_modules();
 
 struct PackedQ1_0 {
-    std::vector<float> scales;
+    std::vector<uint32_t> scales;  // the f16 scales, two to a word (binding 0)
     std::vector<uint32_t> bits;
 };
 // w: rows × n/128 Q1_0 blocks, row-major as GGUF stores them.

@@ -51,7 +51,7 @@ enum : uint32_t {
     BuiltInWorkgroupId = 26, BuiltInLocalInvocationId = 27, BuiltInGlobalInvocationId = 28,
     ScopeWorkgroup = 2, SemanticsAcquireRelease = 0x8, SemanticsWorkgroupMemory = 0x100,
     SelectionControlNone = 0, LoopControlNone = 0, FunctionControlNone = 0,
-    GlslFma = 50, GlslFAbs = 4, GlslFMin = 37, GlslFMax = 40, GlslUMin = 38, GlslUMax = 41,
+    GlslFma = 50, GlslUnpackHalf2x16 = 62, GlslFAbs = 4, GlslFMin = 37, GlslFMax = 40, GlslUMin = 38, GlslUMax = 41,
 };
 
 // The first words of a string operand: UTF-8 bytes, NUL-terminated, padded to a word with NULs.

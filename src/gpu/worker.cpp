@@ -61,7 +61,8 @@ double share_from_env() {
 
 Worker::Worker(Gpu gpu, kernels::FmaPath path, double share, std::string how)
     : gpu_(std::move(gpu)), path_(path), share_(share), how_(std::move(how)) {
-    pipe_ = gpu_.pipeline(kernels::q1_0_mat_vec8(path_), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
+    for (uint32_t i = 0; i < 3; ++i)
+        pipes_[i] = gpu_.pipeline(kernels::q1_0_mat_vec8(path_, 1u << i), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES);
 }
 
 Worker::~Worker() = default;  // the Gpu frees its buffers and pipelines
@@ -157,7 +158,7 @@ Worker::Mat& Worker::matrix(const void* key, const uint8_t* weights, size_t rows
     if (m.k > 0) {
         const size_t row_bytes = cols / kernels::Q1_0_BLOCK * kernels::Q1_0_BLOCK_BYTES;
         kernels::PackedQ1_0 p = kernels::pack_q1_0({weights, m.k * row_bytes}, m.k, cols);
-        m.scales = gpu_.upload<float>(p.scales);
+        m.scales = gpu_.upload<uint32_t>(p.scales);
         m.bits = gpu_.upload<uint32_t>(p.bits);
         m.out = gpu_.readback_buffer(m.k * 4);
     }
@@ -185,7 +186,8 @@ size_t Worker::begin(const void* key, const uint8_t* weights, size_t rows, size_
     gpu_.write<float>(act_lanes_, a.lane_products);
     const Buffer* bufs[] = {&m.scales, &m.bits, &act_scales_, &act_lanes_, &m.out};
     const uint32_t push[] = {uint32_t(m.k), uint32_t(cols / kernels::Q1_0_BLOCK)};
-    gpu_.submit(pipe_, bufs, push, kernels::groups_mat_vec8(m.k));
+    const uint32_t per = kernels::mat_vec8_per(m.k);
+    gpu_.submit(pipes_[per == 4 ? 2 : per == 2 ? 1 : 0], bufs, push, kernels::groups_mat_vec8(m.k, per));
     pending_ = &m;
     return m.k;
 }
