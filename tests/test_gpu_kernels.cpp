@@ -11,39 +11,16 @@
 #include "gpu/spirv.h"
 #include "core/f16.h"
 #include "quant/dot.h"
+#include "gpu_device.h"
 #include "test.h"
 
 using namespace bankml::gpu;
 
-// The card these tests use: the first integrated or discrete one, else a software renderer
-// (lavapipe), which the tests allow so that every machine runs the whole path. Validation layers
-// are switched on for the whole run where they are installed (BANKML_GPU_VALIDATION=1 before the
-// first Vulkan call of the process).
+// The card these tests use (tests/gpu_device.h).
 static Gpu* test_gpu() {
-    static bool tried = false;
-    static std::unique_ptr<Gpu> g;
-    static std::string why;
-    if (!tried) {
-        tried = true;
-        // Set only for compute's first instance: child processes of later tests must not inherit it.
-        bool set = !std::getenv("BANKML_GPU_VALIDATION");
-        if (set) setenv("BANKML_GPU_VALIDATION", "1", 1);
-        try {
-            auto devs = Gpu::devices();
-            if (set) unsetenv("BANKML_GPU_VALIDATION");
-            const PhysicalDevice* pick = nullptr;
-            for (const char* type : {"discrete", "integrated", "cpu"})
-                for (auto& d : devs)
-                    if (!pick && d.type == type) pick = &d;
-            if (pick) g = std::make_unique<Gpu>(Gpu::open(pick->index));
-            else why = "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)";
-        } catch (const std::exception& e) {
-            why = e.what();
-        }
-        if (set) unsetenv("BANKML_GPU_VALIDATION");
-    }
-    if (!g) SKIP(why);
-    return g.get();
+    bt::TestGpu& t = bt::test_gpu_device();
+    if (!t.gpu) SKIP(t.why);
+    return t.gpu.get();
 }
 
 static uint32_t fbits(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u; }

@@ -7,48 +7,12 @@
 #include "gpu/compute.h"
 #include "gpu/kernels.h"
 #include "gpu/vulkan.h"
+#include "gpu_device.h"
 #include "test.h"
 
 using namespace bankml::gpu;
 
 namespace {
-
-// As test_gpu_kernels.cpp's test_gpu(): the first discrete or integrated card, else lavapipe, with
-// validation layers on where installed when these are the first Vulkan calls of the process.
-struct StatsGpu {
-    std::unique_ptr<Gpu> gpu;
-    size_t index = 0;
-    std::string why;
-};
-
-StatsGpu& stats_gpu() {
-    static StatsGpu s;
-    static bool tried = false;
-    if (!tried) {
-        tried = true;
-        bool set = !std::getenv("BANKML_GPU_VALIDATION");
-        if (set) setenv("BANKML_GPU_VALIDATION", "1", 1);
-        try {
-            auto devs = Gpu::devices();
-            if (set) unsetenv("BANKML_GPU_VALIDATION");
-            const PhysicalDevice* pick = nullptr;
-            for (const char* type : {"discrete", "integrated", "cpu"})
-                for (auto& d : devs)
-                    if (!pick && d.type == type) pick = &d;
-            if (pick) {
-                s.gpu = std::make_unique<Gpu>(Gpu::open(pick->index));
-                s.index = pick->index;
-            } else {
-                s.why = "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)";
-            }
-        } catch (const std::exception& e) {
-            s.why = e.what();
-        }
-        if (set) unsetenv("BANKML_GPU_VALIDATION");
-    }
-    if (!s.gpu) SKIP(s.why);
-    return s;
-}
 
 // Asked of Vulkan directly, apart from compute: does physical device `index` list the extension
 // with its pipelineExecutableInfo feature on?
@@ -102,7 +66,8 @@ TEST(gpu_statistic_lines_are_checked_for_form) {
 }
 
 TEST(gpu_pipeline_statistics_are_name_value_lines_where_the_card_offers_them) {
-    StatsGpu& s = stats_gpu();
+    bt::TestGpu& s = bt::test_gpu_device();
+    if (!s.gpu) SKIP(s.why);
     Gpu& g = *s.gpu;
     // Compute enables the extension exactly when the device offers it.
     CHECK_EQ(g.has_pipeline_statistics(), device_offers_statistics(s.index));
