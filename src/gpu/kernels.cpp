@@ -22,7 +22,7 @@ namespace {
 // What both kernels share: the types, the five buffers, the push block and a few constants.
 struct Kernel {
     Module m;
-    uint32_t u = 0, i = 0, f = 0, bl = 0;
+    uint32_t u = 0, f = 0, bl = 0;
     uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
     uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
 
@@ -35,7 +35,6 @@ struct Kernel {
     // bits of a chunk and four table entries are one load each.
     Kernel(FmaPath path, uint32_t local_size) : fma(path) {
         u = m.t_u32();
-        i = m.t_i32();
         f = m.t_f32();
         bl = m.t_bool();
         f4 = m.t_vec(f, 4);
@@ -128,8 +127,9 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     static_assert(MAT_VEC_ROWS == INV && MAT_VEC8_ROWS * 8 == INV, "256 invocations per workgroup");
     static_assert(TABLE * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
     static_assert(TABLE % (4 * INV) == 0 && CHUNK == 4, "a chunk's copy is whole vec4s for every invocation");
-    if (eight ? (per == 0 || per * INV > TABLE || 32 % per) : per != 1)
-        throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4, 8");
+    if (eight ? (per != 1 && per != 2 && per != 4) : per != 1)
+        throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4");
+    static_assert(4 * INV <= TABLE, "the lane sums of four rows fit in the table's memory");
     Kernel k(path, INV);
     Module& m = k.m;
     k.shared = m.workgroup_array(k.f, TABLE);

@@ -1,6 +1,6 @@
 // The Q1_0 kernels on the card: q1_0_mat_vec (one invocation per output row, 256 rows per
 // workgroup sharing the activation's table in workgroup memory) and q1_0_mat_vec8 (eight per row,
-// one per accumulation lane; 32·per rows per workgroup sharing the same table, per = 1, 2, 4 or 8
+// one per accumulation lane; 32·per rows per workgroup sharing the same table, per = 1, 2 or 4
 // rows per invocation: per = 1 gives small matrices the most workgroups, larger per share one
 // copy of the table among more rows). Both follow the CPU's vec_dot_ref step by step, so a card
 // that runs them correctly gives the CPU's bits; verify_q1_0 proves that on the card.
@@ -68,10 +68,11 @@ inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then
 
 enum class FmaPath { exact, native };
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);
-// per: rows per invocation (1, 2, 4 or 8), each with the same eight lanes: more rows per workgroup
+// per: rows per invocation (1, 2 or 4), each with the same eight lanes: more rows per workgroup
 // share one copy of the table (the large matrices), fewer give more workgroups (the small ones).
 std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1);
-inline constexpr uint32_t MAT_VEC8_PERS[] = {1, 2, 4, 8};
+// (8 was measured slower on the H200: 80-95 registers; docs/PERFORMANCE.md.)
+inline constexpr uint32_t MAT_VEC8_PERS[] = {1, 2, 4};
 // The kernels' names as verify and the bench print them ("q1_0_mat_vec8x4_fma": native, 4 rows
 // per invocation).
 std::string kernel_name(bool eight, FmaPath path, uint32_t per = 1);

@@ -1,6 +1,7 @@
 #include "gpu/worker.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -187,7 +188,7 @@ size_t Worker::begin(const void* key, const uint8_t* weights, size_t rows, size_
     const Buffer* bufs[] = {&m.scales, &m.bits, &act_scales_, &act_lanes_, &m.out};
     const uint32_t push[] = {uint32_t(m.k), uint32_t(cols / kernels::Q1_0_BLOCK)};
     const uint32_t per = kernels::mat_vec8_per(m.k);
-    gpu_.submit(pipes_[per == 4 ? 2 : per == 2 ? 1 : 0], bufs, push, kernels::groups_mat_vec8(m.k, per));
+    gpu_.submit(pipes_[std::countr_zero(per)], bufs, push, kernels::groups_mat_vec8(m.k, per));
     pending_ = &m;
     return m.k;
 }

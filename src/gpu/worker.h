@@ -66,7 +66,7 @@ private:
 
     Gpu gpu_;
     kernels::FmaPath path_;
-    Pipeline pipes_[3];  // q1_0_mat_vec8 with 1, 2 and 4 rows per invocation (kernels::mat_vec8_per)
+    Pipeline pipes_[3];  // q1_0_mat_vec8 with 1, 2 and 4 rows per invocation: pipes_[log2(per)]
     double share_;
     std::string how_;
     std::vector<std::pair<const void*, Mat>> mats_;
