@@ -7,12 +7,12 @@
 
 #include "core/f16.h"
 #include "core/kernels.h"
+#include "quant/avx2.h"
 #include "quant/matmul.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define BANKML_OPS_X86 1
-#define AVX2_FN __attribute__((target("avx2,fma,f16c")))
 #endif
 
 namespace bankml::model::ops {
@@ -109,7 +109,7 @@ static void swiglu_ref(const float* gate, const float* up, float* y, size_t n) {
 }
 
 #if BANKML_OPS_X86
-AVX2_FN static inline __m256 v_expf8(__m256 x) {
+BANKML_AVX2 static inline __m256 v_expf8(__m256 x) {
     const __m256 r = _mm256_set1_ps(0x1.8p23f);
     const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
     const __m256 n = _mm256_sub_ps(z, r);
@@ -135,7 +135,7 @@ AVX2_FN static inline __m256 v_expf8(__m256 x) {
     return _mm256_blendv_ps(_mm256_blendv_ps(plain, big, c), _mm256_mul_ps(s1, s1), d);
 }
 
-AVX2_FN static void swiglu_avx2(const float* gate, const float* up, float* y, size_t n) {
+BANKML_AVX2 static void swiglu_avx2(const float* gate, const float* up, float* y, size_t n) {
     size_t i = 0;
     const __m256 one = _mm256_set1_ps(1.0f);
     for (; i + 7 < n; i += 8) {
@@ -180,31 +180,18 @@ static float dot_f32_ref(const float* x, const float* y, size_t n) {
 }
 
 #if BANKML_OPS_X86
-AVX2_FN static inline float reduce_avx(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
-    s0 = _mm256_add_ps(s0, s2);
-    s1 = _mm256_add_ps(s1, s3);
-    s0 = _mm256_add_ps(s0, s1);
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    const __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
-
-AVX2_FN static inline __m256 load_h8(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
-}
-
-AVX2_FN static float dot_f32_avx2(const float* x, const float* y, size_t n) {
+BANKML_AVX2 static float dot_f32_avx2(const float* x, const float* y, size_t n) {
     const size_t np = n & ~(size_t)31;
     __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (size_t i = 0; i < np; i += 32)
         for (int j = 0; j < 4; j++)
             s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), s[j]);
-    float sum = reduce_avx(s[0], s[1], s[2], s[3]);
+    float sum = quant::avx2::reduce4(s[0], s[1], s[2], s[3]);
     for (size_t i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
     return sum;
 }
 
-AVX2_FN static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
+BANKML_AVX2 static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
     size_t i = 0;
     for (; i + 7 < n; i += 8)
         _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
@@ -243,29 +230,29 @@ static void mad_h_ref(uint16_t* y, const uint16_t* x, size_t n, float v) {
 }
 
 #if BANKML_OPS_X86
-AVX2_FN static void scale_h_avx2(uint16_t* y, size_t n, float v) {
+BANKML_AVX2 static void scale_h_avx2(uint16_t* y, size_t n, float v) {
     const __m256 vv = _mm256_set1_ps(v);
     size_t i = 0;
     for (; i + 7 < n; i += 8)
         _mm_storeu_si128((__m128i*)(y + i),
-                         _mm256_cvtps_ph(_mm256_mul_ps(load_h8(y + i), vv), _MM_FROUND_TO_NEAREST_INT));
+                         _mm256_cvtps_ph(_mm256_mul_ps(quant::avx2::load_f16x8(y + i), vv), _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) y[i] = f2h(h2f(y[i]) * v);
 }
-AVX2_FN static void mad_h_avx2(uint16_t* y, const uint16_t* x, size_t n, float v) {
+BANKML_AVX2 static void mad_h_avx2(uint16_t* y, const uint16_t* x, size_t n, float v) {
     const __m256 vv = _mm256_set1_ps(v);
     size_t i = 0;
     for (; i + 7 < n; i += 8)
-        _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(load_h8(x + i), vv, load_h8(y + i)),
+        _mm_storeu_si128((__m128i*)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(quant::avx2::load_f16x8(x + i), vv, quant::avx2::load_f16x8(y + i)),
                                                             _MM_FROUND_TO_NEAREST_INT));
     for (; i < n; i++) y[i] = f2h(std::fma(h2f(x[i]), v, h2f(y[i])));
 }
-AVX2_FN static void scale_f_avx2(float* y, size_t n, float v) {
+BANKML_AVX2 static void scale_f_avx2(float* y, size_t n, float v) {
     const __m256 vv = _mm256_set1_ps(v);
     size_t i = 0;
     for (; i + 7 < n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vv));
     for (; i < n; i++) y[i] *= v;
 }
-AVX2_FN static void mad_f_avx2(float* y, const float* x, size_t n, float v) {
+BANKML_AVX2 static void mad_f_avx2(float* y, const float* x, size_t n, float v) {
     const __m256 vv = _mm256_set1_ps(v);
     size_t i = 0;
     for (; i + 7 < n; i += 8)

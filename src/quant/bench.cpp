@@ -20,6 +20,7 @@
 #include "core/kernels.h"
 #include "par/bench.h"
 #include "par/pool.h"
+#include "quant/avx2.h"
 #include "quant/matmul.h"
 #include "quant/q8_0.h"
 
@@ -69,8 +70,7 @@ std::pair<double, double> time_pair(double seconds, const std::function<void()>&
 }
 
 #if defined(__x86_64__)
-#define TARGET __attribute__((target("avx2,fma,f16c")))
-TARGET float ggml_shaped_dot(size_t n, const BlockQ1_0* w, const BlockQ8_0* x) {
+BANKML_AVX2 float ggml_shaped_dot(size_t n, const BlockQ1_0* w, const BlockQ8_0* x) {
     const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
                                           3, 3, 3, 3, 3, 3);
     const __m256i bitm = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL);

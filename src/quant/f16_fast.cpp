@@ -9,39 +9,28 @@
 #include <vector>
 
 #include "core/f16.h"
+#include "quant/avx2.h"
 #include "quant/kernels_impl.h"
 
-#define TARGET __attribute__((target("avx2,fma,f16c")))
 
 namespace bankml::quant::detail {
 
-TARGET static inline __m256 load_h(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p)); }
-
-TARGET static inline float reduce(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
-    s0 = _mm256_add_ps(s0, s2);
-    s1 = _mm256_add_ps(s1, s3);
-    s0 = _mm256_add_ps(s0, s1);
-    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1));
-    const __m128 t1 = _mm_hadd_ps(t0, t0);
-    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-}
-
-TARGET static float dot_h(size_t n, const uint16_t* w, const uint16_t* x) {
+BANKML_AVX2 static float dot_h(size_t n, const uint16_t* w, const uint16_t* x) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     const size_t np = n & ~size_t(31);
     for (size_t i = 0; i < np; i += 32) {
-        s0 = _mm256_fmadd_ps(load_h(w + i), load_h(x + i), s0);
-        s1 = _mm256_fmadd_ps(load_h(w + i + 8), load_h(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(load_h(w + i + 16), load_h(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(load_h(w + i + 24), load_h(x + i + 24), s3);
+        s0 = _mm256_fmadd_ps(avx2::load_f16x8(w + i), avx2::load_f16x8(x + i), s0);
+        s1 = _mm256_fmadd_ps(avx2::load_f16x8(w + i + 8), avx2::load_f16x8(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(avx2::load_f16x8(w + i + 16), avx2::load_f16x8(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(avx2::load_f16x8(w + i + 24), avx2::load_f16x8(x + i + 24), s3);
     }
-    double sumf = double(reduce(s0, s1, s2, s3));
+    double sumf = double(avx2::reduce4(s0, s1, s2, s3));
     for (size_t i = np; i < n; ++i) sumf += double(_cvtsh_ss(w[i]) * _cvtsh_ss(x[i]));
     return float(sumf);
 }
 
 // The same arithmetic on operands already widened to f32 (exact), for the several-column case.
-TARGET static float dot_f(size_t n, const float* w, const float* x) {
+BANKML_AVX2 static float dot_f(size_t n, const float* w, const float* x) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     const size_t np = n & ~size_t(31);
     for (size_t i = 0; i < np; i += 32) {
@@ -50,19 +39,19 @@ TARGET static float dot_f(size_t n, const float* w, const float* x) {
         s2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
         s3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
     }
-    double sumf = double(reduce(s0, s1, s2, s3));
+    double sumf = double(avx2::reduce4(s0, s1, s2, s3));
     for (size_t i = np; i < n; ++i) sumf += double(w[i] * x[i]);
     return float(sumf);
 }
 
-TARGET float f16_dot_avx2(size_t n, const uint16_t* w, const uint16_t* x) { return dot_h(n, w, x); }
+BANKML_AVX2 float f16_dot_avx2(size_t n, const uint16_t* w, const uint16_t* x) { return dot_h(n, w, x); }
 
 void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p) {
     p.xf.resize(cols * ncols);
     f16_to_f32_row(x, p.xf.data(), cols * ncols);
 }
 
-TARGET void f16_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
+BANKML_AVX2 void f16_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
                           size_t ncols, float* y, size_t ldy) {
     const auto* wh = static_cast<const uint16_t*>(w);
     const auto* xh = static_cast<const uint16_t*>(x);

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "core/f16.h"
+#include "quant/avx2.h"
 #include "quant/kernels_impl.h"
 
-#define TARGET __attribute__((target("avx2,fma,f16c")))
 
 namespace bankml::quant::detail {
 
@@ -39,7 +39,7 @@ void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bo
 }
 
 // Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
-TARGET static inline __m256i signs(const uint8_t* bits4) {
+BANKML_AVX2 static inline __m256i signs(const uint8_t* bits4) {
     const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                           3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
@@ -52,13 +52,13 @@ TARGET static inline __m256i signs(const uint8_t* bits4) {
 
 // Eight exact lane sums of the sub-block's +-q: lane j sums bytes 4j..4j+3. psignb negates where
 // the sign byte is -1, and -(-128) wraps to -128 as in the reference.
-TARGET static inline __m256 lane_sums(const int8_t* qs, __m256i sg) {
+BANKML_AVX2 static inline __m256 lane_sums(const int8_t* qs, __m256i sg) {
     const __m256i sq = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i*)qs), sg);
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), sq);
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
 }
 
-TARGET static inline float hsum(__m256 acc) {
+BANKML_AVX2 static inline float hsum(__m256 acc) {
     __m128 r = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));  // a_i + a_{i+4}
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));                                               // (0+4)+(2+6), (1+5)+(3+7)
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
@@ -66,7 +66,7 @@ TARGET static inline float hsum(__m256 acc) {
 }
 
 // One row, one column: decode each sub-block's bits as it goes (decode-shaped products).
-TARGET static float dot_row(size_t nb, const BlockQ1_0* w, const BlockQ8_0* x, const float* xd) {
+BANKML_AVX2 static float dot_row(size_t nb, const BlockQ1_0* w, const BlockQ8_0* x, const float* xd) {
     __m256 acc = _mm256_setzero_ps();
     for (size_t ib = 0; ib < nb; ++ib) {
         const __m256 d0 = _mm256_set1_ps(_cvtsh_ss(w[ib].d));
@@ -84,7 +84,7 @@ TARGET static float dot_row(size_t nb, const BlockQ1_0* w, const BlockQ8_0* x, c
 // Four rows whose masks and scales were decoded once (masks: row j's at masks + j * nb * 128),
 // against one column: each quant load serves four rows; each row keeps its own ab and acc, so every
 // output has exactly the arithmetic of dot_row.
-TARGET static void dot4_decoded(size_t nb, const uint8_t* masks, const float* d0s, const BlockQ8_0* x,
+BANKML_AVX2 static void dot4_decoded(size_t nb, const uint8_t* masks, const float* d0s, const BlockQ8_0* x,
                                 const float* xd, float* out) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
@@ -169,7 +169,7 @@ __attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_row_vnni(size_
     return hsum(acc);
 }
 
-TARGET void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
+BANKML_AVX2 void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
                            size_t ncols, float* y, size_t ldy) {
     const auto* wb = static_cast<const BlockQ1_0*>(w);
     const auto* xb = static_cast<const BlockQ8_0*>(x);

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "core/f16.h"
+#include "quant/avx2.h"
 #include "quant/kernels_impl.h"
 
-#define TARGET __attribute__((target("avx2,fma,f16c")))
 
 namespace bankml::quant::detail {
 
@@ -38,7 +38,7 @@ void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
 }
 
 // The 32 codes (0..3) of one Q8_0 block's worth of weights (8 bytes), in bit-plane order.
-TARGET static inline __m256i codes(const uint8_t* q8) {
+BANKML_AVX2 static inline __m256i codes(const uint8_t* q8) {
     uint64_t v;
     std::memcpy(&v, q8, 8);
     const __m256i sh = _mm256_srlv_epi64(_mm256_set1_epi64x(int64_t(v)), _mm256_setr_epi64x(0, 2, 4, 6));
@@ -46,7 +46,7 @@ TARGET static inline __m256i codes(const uint8_t* q8) {
 }
 
 // Row r's eight partial sums in p[r] -> one vector of the eight rows' totals (exact integers).
-TARGET static inline __m256i sum_rows(const __m256i* p) {
+BANKML_AVX2 static inline __m256i sum_rows(const __m256i* p) {
     const __m256i a = _mm256_hadd_epi32(p[0], p[1]), b = _mm256_hadd_epi32(p[2], p[3]);
     const __m256i c = _mm256_hadd_epi32(p[4], p[5]), d = _mm256_hadd_epi32(p[6], p[7]);
     const __m256i ab = _mm256_hadd_epi32(a, b), cd = _mm256_hadd_epi32(c, d);
@@ -54,7 +54,7 @@ TARGET static inline __m256i sum_rows(const __m256i* p) {
 }
 
 // Eight rows (pointers; a short group repeats its last row) against every column.
-TARGET static void rows8(const BlockQ2_0* const* rowp, size_t nb, const Prepared& p, size_t ncols, size_t nbx,
+BANKML_AVX2 static void rows8(const BlockQ2_0* const* rowp, size_t nb, const Prepared& p, size_t ncols, size_t nbx,
                          float* sumf) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (size_t c = 0; c < ncols; ++c) _mm256_storeu_ps(sumf + 8 * c, _mm256_setzero_ps());
@@ -86,7 +86,7 @@ TARGET static void rows8(const BlockQ2_0* const* rowp, size_t nb, const Prepared
     }
 }
 
-TARGET void q2_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* /*x*/, const Prepared& p,
+BANKML_AVX2 void q2_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* /*x*/, const Prepared& p,
                            size_t ncols, float* y, size_t ldy) {
     const auto* wb = static_cast<const BlockQ2_0*>(w);
     const size_t nb = cols / QK2_0, nbx = cols / QK8_0;
