@@ -63,15 +63,18 @@ TEST(pack_q1_0_is_chunked_lane_planar_and_exact) {
     }
     auto p = kernels::pack_q1_0(w, rows, blocks * 128);
     // Two chunks: per chunk and row, four scales; the second chunk's last three are padding.
-    REQUIRE_EQ(p.scales.size(), 2 * rows * 2);  // f16 pairs
-    REQUIRE_EQ(p.bits.size(), 2 * 8 * rows * 2);
+    // Rows padded to 256 (zero), chunks to four blocks.
+    const size_t R = kernels::padded_rows(rows);
+    REQUIRE_EQ(R, 256u);
+    REQUIRE_EQ(p.scales.size(), 2 * R * 2);  // f16 pairs
+    REQUIRE_EQ(p.bits.size(), 2 * 8 * R * 2);
     for (size_t r = 0; r < rows; ++r)
         for (size_t b = 0; b < 8; ++b) {
             size_t c = b / 4, j = b % 4;
             uint32_t want = b < blocks ? h[(r * blocks + b) % 4] : 0u;
-            CHECK_EQ(p.scales[(c * rows + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, want);
+            CHECK_EQ(p.scales[(c * R + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, want);
             for (size_t l = 0; l < 8; ++l) {
-                uint32_t got = p.bits[((c * 8 + l) * rows + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, expect = 0;
+                uint32_t got = p.bits[((c * 8 + l) * R + r) * 2 + j / 2] >> (16 * (j % 2)) & 0xFFFF, expect = 0;
                 if (b < blocks)
                     for (size_t s = 0; s < 4; ++s) {  // lane l's sign bits of sub-block s: quants 32s + 4l .. +3
                         uint32_t word;
@@ -81,6 +84,14 @@ TEST(pack_q1_0_is_chunked_lane_planar_and_exact) {
                 CHECK_EQ(got, expect);
             }
         }
+    // The padding rows are zero: scales 0, so they add nothing and no kernel reads past the data.
+    size_t nonzero = 0;
+    for (size_t c = 0; c < 2; ++c)
+        for (size_t r = rows; r < R; ++r) {
+            nonzero += p.scales[(c * R + r) * 2] != 0 || p.scales[(c * R + r) * 2 + 1] != 0;
+            for (size_t l = 0; l < 8; ++l) nonzero += p.bits[((c * 8 + l) * R + r) * 2] != 0 || p.bits[((c * 8 + l) * R + r) * 2 + 1] != 0;
+        }
+    CHECK_EQ(nonzero, 0u);
     CHECK_THROWS(kernels::pack_q1_0(w, 3, 640), "pack_q1_0");
     CHECK_THROWS(kernels::pack_q1_0(w, 2, 200), "multiple of 128");
     // The activation's table is padded to whole chunks with zero products.

@@ -7,10 +7,12 @@
 //
 // Data on the card (pack_q1_0, pack_act): the numbers unchanged (or their exact products), only
 // aligned. Rows are cut into chunks of four blocks (512 weights), padded to whole chunks with zero
-// scales, bits and products (which leave every sum unchanged: acc + 0·0 = acc, acc never -0).
-//   binding 0  weight scales, the f16 bits, in chunks: (chunk c, row r) at uvec2 c·rows + r, block
+// scales, bits and products (which leave every sum unchanged: acc + 0·0 = acc, acc never -0), and
+// the rows are padded to R = padded_rows(rows), a multiple of 256, with zero rows: every workgroup
+// reads whole rows, so no invocation clamps its row (rows past `rows` compute and store nothing).
+//   binding 0  weight scales, the f16 bits, in chunks: (chunk c, row r) at uvec2 c·R + r, block
 //              j of the chunk in half j%2 of word j/2 (the card widens them exactly)
-//   binding 1  weight bits, lane-planar: (chunk c, lane l, row r) at uvec2 (c·8 + l)·rows + r,
+//   binding 1  weight bits, lane-planar: (chunk c, lane l, row r) at uvec2 (c·8 + l)·R + r,
 //              block j's 16 bits of lane l in half j%2 of word j/2, and there sub-block s's four
 //              sign bits (quants 32s + 4l .. +3) at bits 4s..4s+3
 //   binding 2  activation scales, f32, one per 32 values (bound for the layout; the kernels read
@@ -98,6 +100,9 @@ struct FmaProbe {
 FmaProbe judge_fma_probe(const std::vector<FmaTriple>& t, const std::vector<float>& got);
 // Runs fma_probe on the card. `corrupt` (tests only) may alter the card's results first.
 FmaProbe probe_native_fma(Gpu& gpu, const std::function<void(std::vector<float>&)>& corrupt = {});
+// The rows pack_q1_0 stores: `rows` rounded up to whole workgroups of either kernel (256 rows).
+inline constexpr size_t PACK_ROWS = 256;
+inline size_t padded_rows(size_t rows) { return (rows + PACK_ROWS - 1) / PACK_ROWS * PACK_ROWS; }
 // Workgroups to dispatch for `rows` output rows.
 inline uint32_t groups_mat_vec(size_t rows) { return uint32_t((rows + MAT_VEC_ROWS - 1) / MAT_VEC_ROWS); }
 inline uint32_t groups_mat_vec8(size_t rows, uint32_t per = 1) {
@@ -135,7 +140,7 @@ struct PackedQ1_0 {
     std::vector<uint32_t> scales;  // the f16 scales, two to a word (binding 0)
     std::vector<uint32_t> bits;
 };
-// w: rows × n/128 Q1_0 blocks, row-major as GGUF stores them.
+// w: rows × n/128 Q1_0 blocks, row-major as GGUF stores them; the result holds padded_rows(rows).
 PackedQ1_0 pack_q1_0(std::span<const uint8_t> w, size_t rows, size_t n);
 
 struct PackedAct {
