@@ -15,7 +15,140 @@ namespace {
 constexpr float NEG_INF = -__builtin_inff();
 
 // Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
-constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096;
+constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
+
+
+// ---------------------------------------------------------------- the ordered double sum
+
+// The sum s0 + sq[0] + sq[1] + ... + sq[len-1] of float squares, added into a double one by one in
+// index order as ggml adds them, by a workgroup of L invocations holding K values each (len <=
+// L·K): the bits of the sequential chain without its latency.
+//
+// Adding a square t to the running sum s is exact unless t has bits below s's last place or the
+// sum enters a new binade. Both are decided conservatively from bounds of the running sums (an
+// approximate prefix sum, widened by 2^-30: its error and the chain's drift are below 2^-36 for
+// any row this size), and only those "candidates" may round. Between two candidates every partial
+// sum is a multiple of the binade's last place below its top, so each stretch sums exactly in any
+// order: a segmented scan gives each candidate the stretch before it, and one invocation walks
+// the candidates alone (s += stretch; s += t, which rounds where the CPU's chain rounds). More
+// than CAP candidates (rows built to round everywhere) fall back to the plain walk.
+struct ChainScratch {
+    Arr<K::f64> scan, tail, list_s;
+    Arr<K::u32> flag, count;
+    Arr<K::f32> list_t;
+    Arr<K::f64> out;
+};
+
+ChainScratch chain_scratch(uint32_t L, uint32_t cap) {
+    return {workgroup<K::f64>(L), workgroup<K::f64>(L), workgroup<K::f64>(cap),
+            workgroup<K::u32>(L), workgroup<K::u32>(L), workgroup<K::f32>(cap), workgroup<K::f64>(2)};
+}
+
+// Every invocation calls it (it has barriers); sq holds the squares; returns the chain's sum, the
+// same value in every invocation.
+F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_t Kn, uint32_t cap, const ChainScratch& c) {
+    const double lo_f = 1.0 - 0x1p-30, hi_f = 1.0 + 0x1p-30;
+    U32 first = t * Kn;
+    // A: the run's approximate sum.
+    auto part = var(f64c(0.0));
+    for (uint32_t k = 0; k < Kn; ++k) {
+        U32 j = first + k;
+        part = part.get() + select(j < len, f64(sq[select(j < len, j, u32c(0))]), f64c(0.0));
+    }
+    // B: inclusive scan of the runs' sums (approximate prefixes).
+    c.scan.set(t, part.get());
+    barrier();
+    for (uint32_t d = 1; d < L; d *= 2) {
+        F64 mine = c.scan[t];
+        F64 other = select(t >= u32c(d), c.scan[select(t >= u32c(d), t - d, u32c(0))], f64c(0.0));
+        barrier();
+        c.scan.set(t, mine + other);
+        barrier();
+    }
+    F64 before = s0 + (c.scan[t] - part.get());
+    // C: candidates, the stretch after this run's last candidate (or the whole run), the count.
+    auto exp_b = [](F64 v) { return (hi(bits(v)) >> 20) & 0x7ffu; };
+    std::vector<Bool> cand(Kn);
+    auto a = var(before);
+    auto run = var(f64c(0.0));
+    auto n = var(u32c(0));
+    for (uint32_t k = 0; k < Kn; ++k) {
+        U32 j = first + k;
+        Bool in = j < len;
+        F32 tf = sq[select(in, j, u32c(0))];
+        F64 td = select(in, f64(tf), f64c(0.0));
+        F64 prev = a.get();
+        F64 next = prev + td;
+        a = next;
+        U32 eub = exp_b(next * f64c(hi_f));
+        U32 elb = exp_b(prev * f64c(lo_f));
+        U32 ef = (bits(tf) >> 23) & 0xffu;
+        U32 ef1 = select(ef == 0u, u32c(1), ef);
+        cand[k] = in && td != f64c(0.0) && (ef1 + 925u < eub || elb != eub);
+        n = n.get() + select(cand[k], u32c(1), u32c(0));
+        run = select(cand[k], f64c(0.0), run.get() + td);
+    }
+    // D: exclusive segmented scan of the runs' tails (a run with a candidate starts a segment) and
+    // exclusive scan of the counts.
+    Bool has = n.get() != 0u;
+    c.tail.set(t, run.get());
+    c.flag.set(t, select(has, u32c(1), u32c(0)));
+    c.count.set(t, n.get());
+    barrier();
+    for (uint32_t d = 1; d < L; d *= 2) {
+        U32 src = select(t >= u32c(d), t - d, u32c(0));
+        Bool ok = t >= u32c(d);
+        F64 mt = c.tail[t], ot = c.tail[src];
+        U32 mf = c.flag[t], of = c.flag[src];
+        U32 mc = c.count[t], oc = c.count[src];
+        barrier();
+        // (other, then mine): mine alone where mine starts a segment.
+        c.tail.set(t, select(ok && mf == 0u, ot + mt, mt));
+        c.flag.set(t, select(ok, mf | of, mf));
+        c.count.set(t, select(ok, mc + oc, mc));
+        barrier();
+    }
+    // Inclusive values; the exclusive ones are the previous invocation's.
+    U32 prevt = select(t > 0u, t - 1u, u32c(0));
+    F64 carry = select(t > 0u, c.tail[prevt], f64c(0.0));
+    U32 off0 = select(t > 0u, c.count[prevt], u32c(0));
+    U32 total = c.count[u32c(L - 1)];
+    F64 final_tail = c.tail[u32c(L - 1)];
+    barrier();
+    // E: the candidates in order, each with the stretch before it.
+    if_(has && total <= u32c(cap), [&] {
+        auto r = var(carry);
+        auto off = var(off0);
+        for (uint32_t k = 0; k < Kn; ++k) {
+            U32 j = first + k;
+            F32 tf = sq[select(j < len, j, u32c(0))];
+            F64 td = select(j < len, f64(tf), f64c(0.0));
+            if_else(cand[k], [&] {
+                c.list_s.set(off.get(), r.get());
+                c.list_t.set(off.get(), tf);
+                off = off.get() + 1u;
+                r = f64c(0.0);
+            }, [&] { r = r.get() + td; });
+        }
+    });
+    barrier();
+    // F: the walk.
+    if_(t == 0u, [&] {
+        auto sum = var(s0);
+        if_else(total <= u32c(cap), [&] {
+            for_(u32c(0), total, [&](U32 i) {
+                sum = sum.get() + c.list_s[i];
+                sum = sum.get() + f64(c.list_t[i]);
+            });
+            sum = sum.get() + final_tail;
+        }, [&] {
+            for_(u32c(0), len, [&](U32 i) { sum = sum.get() + f64(sq[i]); });
+        });
+        c.out.set(u32c(0), sum.get());
+    });
+    barrier();
+    return c.out[u32c(0)];
+}
 
 // ---------------------------------------------------------------- rms_norm
 
@@ -31,9 +164,9 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     U32 t = local_id();
     auto sx = workgroup<K::f32>(NORM_CHUNK);
     auto shared_scale = workgroup<K::f32>(1);
+    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
     auto sum = var(f64c(0.0));
-    // The residual add (o + x, as the CPU adds them), stored back, and the squares' double sum,
-    // one by one in index order as ggml adds them: a chain no reordering may touch.
+    // The residual add (o + x, as the CPU adds them), stored back; the squares into the chain.
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
         for_(t, u32c(NORM_CHUNK), u32c(NORM_LOCAL), [&](U32 i) {
             U32 at = base + i;
@@ -44,18 +177,12 @@ std::vector<uint32_t> rms_norm(const Build& b) {
                     x.set(at, r);
                     v = r;
                 });
-                sx.set(i, v.get());
+                sx.set(i, v.get() * v.get());
             });
         });
         barrier();
-        if_(t == 0u, [&] {
-            U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
-            for_(u32c(0), len, [&](U32 i) {
-                F32 v = sx[i];
-                sum = sum.get() + f64(v * v);
-            });
-        });
-        barrier();
+        U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
+        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_CHUNK / NORM_LOCAL, NORM_CAP, cs);
     });
     if_(t == 0u, [&] {
         F32 mean = mean_f32(sum.get(), n);
@@ -245,16 +372,16 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
     U32 w_off = select(is_q, qn, kn);
     auto xs = workgroup<K::f32>(HEAD_MAX);
     auto sc = workgroup<K::f32>(1);
-    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) { xs.set(i, qkv[src + i]); });
-    barrier();
-    if_(t == 0u, [&] {
-        auto sum = var(f64c(0.0));
-        for_(u32c(0), D, [&](U32 i) {
-            F32 v = xs[i];
-            sum = sum.get() + f64(v * v);
-        });
-        sc.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean_f32(sum.get(), D) + eps)));
+    auto sq = workgroup<K::f32>(HEAD_MAX);
+    ChainScratch cs = chain_scratch(HEAD_LOCAL, HEAD_MAX);
+    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) {
+        F32 v = qkv[src + i];
+        xs.set(i, v);
+        sq.set(i, v * v);
     });
+    barrier();
+    F64 sum = chain_sum(sq, D, f64c(0.0), t, HEAD_LOCAL, HEAD_MAX / HEAD_LOCAL, HEAD_MAX, cs);
+    if_(t == 0u, [&] { sc.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean_f32(sum, D) + eps))); });
     barrier();
     F32 scale = sc[u32c(0)];
     U32 half = D >> 1u;
