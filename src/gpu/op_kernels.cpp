@@ -194,6 +194,32 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     return s.finish();
 }
 
+// ---------------------------------------------------------------- swiglu
+
+// One lane of ggml_v_expf (AVX2), operation by operation.
+F32 v_expf(F32 x) {
+    F32 r = f32c(0x1.8p23f);
+    F32 z = fma_f32(x, f32c(0x1.715476p+0f), r);
+    F32 n = z - r;
+    F32 b = fma_f32(-n, f32c(0x1.7f7d1cp-20f), fma_f32(-n, f32c(0x1.62e4p-1f), x));
+    U32 e = bits(z) << 23u;
+    F32 k = f32_bits(e + u32c(0x3f800000u));
+    Bool c = fabs(n) > f32c(126.0f);
+    F32 u = b * b;
+    F32 j = fma_f32(fma_f32(fma_f32(f32c(0x1.0e4020p-7f), b, f32c(0x1.573e2ep-5f)), u,
+                            fma_f32(f32c(0x1.555e66p-3f), b, f32c(0x1.fffdb6p-2f))),
+                    u, f32c(0x1.ffffecp-1f) * b);
+    F32 plain = fma_f32(k, j, k);
+    U32 g = select(n <= f32c(0.0f), u32c(0x82000000u), u32c(0));
+    F32 s1 = f32_bits(g + 0x7f000000u);
+    F32 s2 = f32_bits(e - g);
+    F32 big = select(fabs(n) > f32c(192.0f), s1 * s1, fma_f32(s2, j, s2) * s1);
+    return select(c, big, plain);
+}
+
+// silu(g)·u as ggml_vec_swiglu_f32's 8-lane loop: g / (1 + v_expf(0 - g)), then ·u.
+F32 swiglu_one(F32 g, F32 u) { return div_exact(g, f32c(1.0f) + v_expf(f32c(0.0f) - g)) * u; }
+
 // ---------------------------------------------------------------- prep_act
 
 // Q8_0 quantization as the CPU's quantize_row_q8_0 (amax, d = amax/127 to f16, id = 127/amax,
@@ -205,25 +231,29 @@ std::vector<uint32_t> prep_act(const Build& b) {
     auto q8 = buffer<K::i32>(2, false, "q8");
     auto d8 = buffer<K::f32>(3, false, "d8");
     auto h16 = buffer<K::u32>(4, false, "f16");
-    push_constants(2);
-    U32 x_off = push(1);
+    push_constants(3);
+    U32 n = push(0), x_off = push(1), gated = push(2);
     U32 t = local_id(), blk = group_id();
     auto sx = workgroup<K::f32>(32);
     auto sq = workgroup<K::i32>(32);
     auto sd = workgroup<K::f32>(2);  // d1, id
-    if_(t < 32u, [&] { sx.set(t, x[x_off + blk * 32u + t]); });
+    // gated: x is SwiGLU(gate, up) of a gate|up pair of n each, computed here (ops::swiglu's bits).
+    if_(t < 32u, [&] {
+        U32 i = x_off + blk * 32u + t;
+        F32 g = x[i];
+        sx.set(t, select(gated != 0u, swiglu_one(g, x[select(gated != 0u, n + i, i)]), g));
+    });
     barrier();
-    if_(t == 0u, [&] {
+    // Thread 0 the scale d (to f16 and back), thread 1 the multiplier id = 127/amax.
+    if_(t < 2u, [&] {
         auto amax = var(f32c(0.0f));
         for_(u32c(0), u32c(32), [&](U32 j) {
             F32 a = fabs(sx[j]);
             amax = select(a > amax.get(), a, amax.get());
         });
         F32 m = amax.get();
-        F32 d = div_exact(m, f32c(127.0f));
-        U32 dh = f16_bits(d);
-        sd.set(u32c(0), f16_value(dh));
-        sd.set(u32c(1), select(m != f32c(0.0f), div_exact(f32c(127.0f), m), f32c(0.0f)));
+        if_else(t == 0u, [&] { sd.set(u32c(0), f16_value(f16_bits(div_exact(m, f32c(127.0f))))); },
+                [&] { sd.set(u32c(1), select(m != f32c(0.0f), div_exact(f32c(127.0f), m), f32c(0.0f))); });
     });
     barrier();
     F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
@@ -475,11 +505,15 @@ std::vector<uint32_t> attention(const Build& b) {
     });
     mx.set(t, m.get());
     barrier();
-    auto M = var(f32c(NEG_INF));
-    for_(u32c(0), t, [&](U32 i) {
-        F32 v = mx[i];
-        M = select(v > M.get(), v, M.get());
-    });
+    // Inclusive scan of the runs' maxima; a run starts from the maximum of the runs before it.
+    for (uint32_t d = 1; d < ATT_LOCAL; d *= 2) {
+        F32 mine = mx[t];
+        F32 other = select(t >= u32c(d), mx[select(t >= u32c(d), t - d, u32c(0))], f32c(NEG_INF));
+        barrier();
+        mx.set(t, select(other > mine, other, mine));
+        barrier();
+    }
+    auto M = var(select(t > 0u, mx[select(t > 0u, t - 1u, u32c(0))], f32c(NEG_INF)));
     for_(lo, hi, [&](U32 i) {
         F32 sv = scratch[sc_at + i];
         F32 Mo = M.get();
@@ -516,29 +550,6 @@ std::vector<uint32_t> attention(const Build& b) {
     return s.finish();
 }
 
-// ---------------------------------------------------------------- swiglu
-
-// One lane of ggml_v_expf (AVX2), operation by operation.
-F32 v_expf(F32 x) {
-    F32 r = f32c(0x1.8p23f);
-    F32 z = fma_f32(x, f32c(0x1.715476p+0f), r);
-    F32 n = z - r;
-    F32 b = fma_f32(-n, f32c(0x1.7f7d1cp-20f), fma_f32(-n, f32c(0x1.62e4p-1f), x));
-    U32 e = bits(z) << 23u;
-    F32 k = f32_bits(e + u32c(0x3f800000u));
-    Bool c = fabs(n) > f32c(126.0f);
-    F32 u = b * b;
-    F32 j = fma_f32(fma_f32(fma_f32(f32c(0x1.0e4020p-7f), b, f32c(0x1.573e2ep-5f)), u,
-                            fma_f32(f32c(0x1.555e66p-3f), b, f32c(0x1.fffdb6p-2f))),
-                    u, f32c(0x1.ffffecp-1f) * b);
-    F32 plain = fma_f32(k, j, k);
-    U32 g = select(n <= f32c(0.0f), u32c(0x82000000u), u32c(0));
-    F32 s1 = f32_bits(g + 0x7f000000u);
-    F32 s2 = f32_bits(e - g);
-    F32 big = select(fabs(n) > f32c(192.0f), s1 * s1, fma_f32(s2, j, s2) * s1);
-    return select(c, big, plain);
-}
-
 // ggml_vec_swiglu_f32: silu(g)·u with silu(x) = x / (1 + v_expf(0 - x)) (n is a multiple of 8,
 // so the C library's expf tail never runs).
 std::vector<uint32_t> swiglu(const Build& b) {
@@ -549,9 +560,7 @@ std::vector<uint32_t> swiglu(const Build& b) {
     U32 n = push(0);
     U32 i = global_id();
     if_(i < n, [&] {
-        F32 g = gu[i], u = gu[n + i];
-        F32 ex = v_expf(f32c(0.0f) - g);
-        h.set(i, div_exact(g, f32c(1.0f) + ex) * u);
+        h.set(i, swiglu_one(gu[i], gu[n + i]));
     });
     return s.finish();
 }
@@ -573,7 +582,7 @@ std::vector<uint32_t> expf_probe(const Build& b) {
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm},
-        {"prep_act", 5, 2, 128, prep_act},
+        {"prep_act", 5, 3, 128, prep_act},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},

@@ -39,7 +39,8 @@ struct OpKernel {
 // residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
-// f16 pairs (4); push: n, x_off. One workgroup per 32 values.
+// f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
+// SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
 // q2_0_mat_vec: scales (0, f16 per word), codes (1, 4 words a block), quants (2), scales (3),
 // out (4); push: rows, blocks. 8 rows per workgroup.
 // f16_mat_vec: weights (0, f16 pairs), activation (1, f16 pairs), out (2); push: rows, n.

@@ -142,8 +142,8 @@ struct GpuForward::Impl {
                 return {&pipe("f16_mat_vec"), {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8};
         }
     }
-    gpu::Step prep(const gpu::Buffer& src, size_t n) {
-        return {&pipe("prep_act"), {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0}, (uint32_t)(n / 32)};
+    gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
+        return {&pipe("prep_act"), {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32)};
     }
     gpu::Step norm(uint32_t w_off, bool residual) {
         return {&pipe("rms_norm"), {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1};
@@ -234,8 +234,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.norm(offs[l].ffn, true));
         s.push_back(d.prep(d.xn, E));
         s.push_back(d.product(d.gu_w[l], d.gu));
-        s.push_back({&d.pipe("swiglu"), {&d.gu, &d.xn}, {(uint32_t)FF}, (uint32_t)((FF + 255) / 256)});
-        s.push_back(d.prep(d.xn, FF));
+        s.push_back(d.prep(d.gu, FF, true));  // SwiGLU on the way in
         s.push_back(d.product(d.down_w[l], d.o));
     }
     s.push_back(d.norm(out_norm, true));
