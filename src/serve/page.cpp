@@ -1,0 +1,7 @@
+#include "serve/page.h"
+
+namespace bankml::serve {
+
+const char* chat_page() { return "<!doctype html><title>bankml</title><p>bankml</p>"; }
+
+}  // namespace bankml::serve
