@@ -519,3 +519,59 @@ TEST(serve_survives_random_and_truncated_requests) {
     int rc = s.stop();
     CHECK_EQ(rc, 0);
 }
+
+// Real clients: the official openai npm package and the chat page in headless Chromium. .ci/run
+// installs Node, Chromium and tests/node's packages; a machine without them skips with the reason.
+static std::string node_dir() { return bt::data_path("../node"); }
+
+static void need_node() {
+    if (bt::run_cmd("node --version").code != 0) SKIP("node is not installed (.ci/run installs it)");
+    if (bt::run_cmd("test -d '" + node_dir() + "/node_modules/openai'").code != 0)
+        SKIP("tests/node has no node_modules (.ci/run runs npm ci there)");
+}
+
+TEST(serve_openai_npm_client_streams_a_chat_completion) {
+    need_node();
+    ServeProc s({"-m", tiny(), "-t", "1", "-c", "512", "--api-key", "node-key"});
+    REQUIRE(s.ok());
+    auto p = bt::run_cmd("timeout 60 node '" + node_dir() + "/openai_stream.mjs' " + std::to_string(s.port()) + " node-key");
+    if (p.code != 0) bt::fail(__FILE__, __LINE__, "node openai_stream.mjs: " + p.out + p.err);
+    CHECK_EQ(p.code, 0);
+    auto j = json::try_parse(p.out);
+    REQUIRE(j);
+    CHECK_EQ((*j)["model"].as_string(), "tiny-q1_0");
+    CHECK_EQ((*j)["stream_text"].as_string(), (*j)["whole_text"].as_string());
+}
+
+TEST(serve_chat_page_streams_a_reply_in_headless_chromium) {
+    need_node();
+    std::string chromium;
+    for (const char* c : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"})
+        if (::access(c, X_OK) == 0) {
+            chromium = c;
+            break;
+        }
+    if (chromium.empty()) SKIP("no Chromium (.ci/run installs the chromium package)");
+    // A model slow enough (tens of tokens/s) that the reply visibly streams and the stop button
+    // lands before the reply could end by itself.
+    const std::string model = bt::temp_dir() + "/page.gguf";
+    REQUIRE_EQ(bt::run_cmd(bt::bankml_bin() + " synth --embd 1024 --layers 12 --ff 3072 --heads 16 --kv-heads 8 -o " + model).code, 0);
+    ServeProc s({"-m", model, "-t", "1", "-c", "4096"});
+    REQUIRE(s.ok());
+    auto p = bt::run_cmd("timeout 120 node '" + node_dir() + "/chat_page.mjs' " + std::to_string(s.port()) + " " + chromium);
+    if (p.code != 0) bt::fail(__FILE__, __LINE__, "node chat_page.mjs: " + p.out + p.err);
+    auto j = json::try_parse(p.out);
+    REQUIRE(j);
+    CHECK_EQ((*j)["user"].as_string(), "hello from the browser");
+    CHECK_GT((*j)["reply"].as_string().size(), 0u);
+    CHECK((*j)["stopped"].bool_or(false));
+    // The stopped reply freed its slot: the server counts it as cancelled.
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    int64_t cancelled = 0;
+    while (cancelled == 0 && std::chrono::steady_clock::now() < end) {
+        json::Value u = usage(s);
+        cancelled = u["engine"]["cancelled"].is_integer() ? u["engine"]["cancelled"].as_int() : 0;
+        if (cancelled == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    CHECK_EQ(cancelled, 1);
+}
