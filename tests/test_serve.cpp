@@ -209,6 +209,13 @@ TEST(serve_endpoints_answer_over_loopback) {
     REQUIRE(nf);
     CHECK_EQ(nf->status, 404);
     CHECK(json::parse(nf->body)["error"]["message"].is_string());
+    // HEAD: the headers of GET, no body (the next request on a kept-alive connection stays intact).
+    auto hd = net::request("127.0.0.1", s.port(), "HEAD", "/health", "", "", 5000);
+    REQUIRE(hd);
+    CHECK_EQ(hd->status, 200);
+    CHECK(hd->body.empty());
+    REQUIRE(hd->header("content-length"));
+    CHECK_EQ(*hd->header("content-length"), "15");
     auto wm = s.get("/v1/chat/completions");
     REQUIRE(wm);
     CHECK_EQ(wm->status, 405);

@@ -257,14 +257,14 @@ static std::string status_line(int status) {
 }
 
 bool Conn::respond(int status, std::string_view content_type, std::string_view body, bool keep_alive,
-                   std::string_view headers) {
+                   std::string_view headers, bool omit_body) {
     std::string out = status_line(status);
     if (!content_type.empty()) out += "Content-Type: " + std::string(content_type) + "\r\n";
     out += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
     out += headers;
     out += "\r\n";
-    out += body;
+    if (!omit_body) out += body;
     return write_all(out);
 }
 
@@ -448,7 +448,9 @@ std::optional<Response> request(const std::string& host, int port, std::string_v
     };
     const std::string* te = r.header("transfer-encoding");
     const std::string* cl = r.header("content-length");
-    if (te && lower(*te).find("chunked") != std::string::npos) {
+    if (method == "HEAD" || r.status == 204 || r.status == 304) {
+        // No body, whatever the headers say.
+    } else if (te && lower(*te).find("chunked") != std::string::npos) {
         for (;;) {
             size_t le;
             while ((le = in.find("\r\n")) == std::string::npos)

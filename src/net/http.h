@@ -51,9 +51,10 @@ public:
     // Reads the next request. On Bad, `why` says what was wrong.
     Read read_request(Request& req, std::string& why);
 
-    // A whole response. `headers`: extra "Name: value\r\n" lines.
+    // A whole response. `headers`: extra "Name: value\r\n" lines. omit_body: the answer to a HEAD
+    // request (the body's length, not the body).
     bool respond(int status, std::string_view content_type, std::string_view body, bool keep_alive,
-                 std::string_view headers = {});
+                 std::string_view headers = {}, bool omit_body = false);
     // A streamed response: chunked on HTTP/1.1, else raw until close. The connection closes after it
     // unless keep_alive (and the transfer is chunked).
     bool begin_stream(int status, std::string_view content_type, bool http11, std::string_view headers = {});

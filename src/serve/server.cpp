@@ -128,7 +128,7 @@ bool Server::route(net::Conn& c, const net::Request& req, bool keep) {
     auto reply = [&](int status, std::string_view type, std::string_view body, std::string_view headers = {}) {
         if (status >= 500) http_5xx_++;
         else if (status >= 400) http_4xx_++;
-        return c.respond(status, type, body, keep, headers);
+        return c.respond(status, type, body, keep, headers, req.method == "HEAD");
     };
     auto error = [&](int status, const std::string& msg, const char* type = "invalid_request_error") {
         return reply(status, JSON, error_json({status, msg, type}));
