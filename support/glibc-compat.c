@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 // ---- Program start: __libc_start_main's pre-2.34 contract ----------------------------------------
@@ -199,6 +200,24 @@ int _dl_find_object(void* pc, struct dl_find_object* result) {
     struct bankml_dlfo_query q = {(uintptr_t)pc, result, 0};
     dl_iterate_phdr(bankml_dlfo_visit, &q);
     return q.found ? 0 : -1;
+}
+#endif
+
+// ---- glibc 2.30: pthread_cond_clockwait --------------------------------------------------------
+// libstdc++'s condition_variable waits on the steady clock with it (wait_for, wait_until). The
+// 2.17 call waits for a CLOCK_REALTIME deadline: the steady deadline becomes the same distance
+// from now on that clock (a wall-clock step during the wait moves its end, as before 2.30).
+#if __GLIBC_PREREQ(2, 30)
+int pthread_cond_clockwait(pthread_cond_t* cond, pthread_mutex_t* mutex, clockid_t clock, const struct timespec* at) {
+    if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(cond, mutex, at);
+    struct timespec now, wall;
+    if (clock_gettime(clock, &now) != 0 || clock_gettime(CLOCK_REALTIME, &wall) != 0) return EINVAL;
+    long long ns = (long long)(at->tv_sec - now.tv_sec) * 1000000000LL + (at->tv_nsec - now.tv_nsec);
+    if (ns < 0) ns = 0;
+    long long end = (long long)wall.tv_nsec + ns % 1000000000LL;
+    struct timespec deadline = {wall.tv_sec + (time_t)(ns / 1000000000LL) + (time_t)(end / 1000000000LL),
+                                (long)(end % 1000000000LL)};
+    return pthread_cond_timedwait(cond, mutex, &deadline);
 }
 #endif
 

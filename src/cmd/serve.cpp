@@ -24,9 +24,18 @@ static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler stores
 void on_signal(int) { g_stop.store(true); }
 
 // /bankml/usage's "gpu": what bankml knows of the card in use, null when decoding runs on the CPU
-// alone. When BANKML_GPU_SHARE asks for a card (as `bankml run`), one verified worker is opened
-// and every slot's model offloads to it (slots take turns, so one product runs at a time).
+// alone. A card that verifies runs each slot's whole decode (run_on_card, one copy of the model
+// per slot); otherwise, when BANKML_GPU_SHARE asks for it (as `bankml run`), one verified worker
+// takes a share of every slot's products (slots take turns, so one product runs at a time).
 json::Value attach_gpu_to_slots(std::vector<std::unique_ptr<model::Model>>& models, int threads) {
+    if (!models.empty() && run_on_card(*models[0])) {
+        size_t on_card = 1;
+        for (size_t i = 1; i < models.size(); ++i) on_card += run_on_card(*models[i]);
+        json::Value g;
+        g.set("backend", "vulkan").set("device", models[0]->device()).set("mode", "forward");
+        g.set("slots_on_card", (unsigned long long)on_card);
+        return g;
+    }
     const char* share = std::getenv("BANKML_GPU_SHARE");
     if (models.empty() || !models[0]->has_q1_0() || !share || !*share) return nullptr;
     gpu::WorkerOptions wo;
@@ -35,7 +44,7 @@ json::Value attach_gpu_to_slots(std::vector<std::unique_ptr<model::Model>>& mode
     if (!w) return nullptr;
     std::string detail = w->describe();
     json::Value g;
-    g.set("backend", "vulkan").set("device", detail.substr(0, detail.find(" (q1_0"))).set("share", w->share());
+    g.set("backend", "vulkan").set("device", detail.substr(0, detail.find(" (q1_0"))).set("mode", "share").set("share", w->share());
     g.set("detail", detail);
     std::fprintf(stderr, "bankml serve: GPU: %s\n", detail.c_str());
     auto off = as_offload(std::move(w));
