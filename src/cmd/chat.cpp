@@ -9,6 +9,7 @@
 #include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "model/chat.h"
 #include "model/forward.h"
 #include "model/tokenizer.h"
@@ -64,8 +65,7 @@ static int run_chat(const std::vector<std::string>& args) {
             continue;
         }
         auto r = model::generate(src, tok, sampler, ids, st.gen, [&](std::string_view t) {
-            std::fwrite(t.data(), 1, t.size(), stdout);
-            std::fflush(stdout);
+            file::put(t);
         });
         replied = true;
         std::fputc('\n', stdout);

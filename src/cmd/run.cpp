@@ -11,6 +11,7 @@
 #include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "model/chat.h"
 #include "model/forward.h"
@@ -142,9 +143,7 @@ static int run_text(const cli::Args& a) {
     model::Sampler sampler(st.sampling);
     ModelLogits src(*m);
     auto r = model::generate(src, tok, sampler, prompt, st.gen, [&](std::string_view t) {
-        if (json) return;
-        std::fwrite(t.data(), 1, t.size(), stdout);
-        std::fflush(stdout);
+        if (!json) file::put(t);
     });
     if (json) {
         std::printf("%s\n", result_json(r, st.sampling.seed, load_s, m->threads(), m->n_ctx()).c_str());

@@ -16,6 +16,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace bankml::gguf {
 
@@ -466,17 +467,12 @@ void File::parse_all() {
 File File::open(const std::string& path) {
     File f;
     f.path_ = path;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error("open(" + path + ") failed: " + std::strerror(errno));
+    int fd = file::open_regular(path);  // never blocks on a FIFO; refuses what cannot be mapped
     struct stat st {};
     if (fstat(fd, &st) != 0) {
         int e = errno;
         ::close(fd);
         throw Error("fstat(" + path + ") failed: " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file");
     }
     f.size_ = uint64_t(st.st_size);
     if (f.size_ > 0) {
