@@ -61,6 +61,14 @@ static int cmd_help(const std::vector<std::string>& args) {
     return 0;
 }
 
+// The message without a leading "NAME: " that would repeat the command's prefix
+// ("bankml synth: synth: ..." is printed "bankml synth: ...").
+static const char* without_prefix(const char* what, const char* name) {
+    size_t n = std::strlen(name);
+    if (std::strncmp(what, name, n) == 0 && what[n] == ':' && what[n + 1] == ' ') return what + n + 2;
+    return what;
+}
+
 int main(int argc, char** argv) {
     bankml::file::guard_std_descriptors();
     std::vector<std::string> args(argv + 1, argv + argc);
@@ -96,15 +104,15 @@ int main(int argc, char** argv) {
         return 0;
     } catch (const bankml::UsageError& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s (see bankml help %s)\n", c->name, e.what(), c->name);
+        std::fprintf(stderr, "bankml %s: %s (see bankml help %s)\n", c->name, without_prefix(e.what(), c->name), c->name);
         return e.code;
     } catch (const bankml::Error& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s\n", c->name, e.what());
+        std::fprintf(stderr, "bankml %s: %s\n", c->name, without_prefix(e.what(), c->name));
         return e.code;
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s\n", c->name, e.what());
+        std::fprintf(stderr, "bankml %s: %s\n", c->name, without_prefix(e.what(), c->name));
         return 1;
     }
 }

@@ -1,5 +1,8 @@
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 
 #include "core/cli.h"
 #include "core/error.h"
@@ -171,4 +174,118 @@ TEST(cli_dump_spirv_into_an_unwritable_directory_gives_the_errno_text) {
     auto ok = bm("gpu --dump-spirv " + d);
     CHECK_EQ(ok.code, 0);
     CHECK(std::filesystem::exists(d + "/fma_probe.spv"));
+}
+
+namespace {
+
+// A copy of tests/data/NAME with `patch` applied to its bytes, in a fresh temporary directory.
+std::string patched(const std::string& name, const std::function<void(std::string&)>& patch) {
+    auto b = bt::read_file(bt::data_path(name));
+    std::string s(b.begin(), b.end());
+    patch(s);
+    std::string p = bt::temp_dir() + "/" + name;
+    std::ofstream(p, std::ios::binary) << s;
+    return p;
+}
+
+// The offset just past the key string KEY in a GGUF's metadata (where its value type starts).
+size_t after_key(const std::string& s, const std::string& key) {
+    size_t k = s.find(key);
+    REQUIRE(k != std::string::npos);
+    return k + key.size();
+}
+
+}  // namespace
+
+TEST(cli_bad_context_length_names_the_key) {
+    std::string zero = patched("tiny-q1_0.gguf", [](std::string& s) {
+        size_t v = after_key(s, "qwen3.context_length") + 4;
+        std::memset(&s[v], 0, 4);
+    });
+    std::string neg = patched("tiny-q1_0.gguf", [](std::string& s) {
+        size_t t = after_key(s, "qwen3.context_length");
+        const uint32_t i32 = 5;
+        const int32_t m5 = -5;
+        std::memcpy(&s[t], &i32, 4);
+        std::memcpy(&s[t + 4], &m5, 4);
+    });
+    for (const auto& [path, val] : {std::pair{zero, std::string("= 0 ")}, std::pair{neg, std::string("= -5 ")}}) {
+        for (const std::string& cmd : {"run -m " + path + " -p hi -n 2", "run -m " + path + " --tokens 1,2 -n 2",
+                                       "perplexity -m " + path + " -f " + bt::data_path("ppl-text.txt")}) {
+            auto r = bm(cmd);
+            CHECK_EQ(r.code, 1);
+            CHECK_EQ(lines(r.err), 1u);
+            if (!CHECK(has(r.err, "qwen3.context_length " + val))) std::printf("    %s", r.err.c_str());
+        }
+    }
+}
+
+TEST(cli_bytes_in_keys_and_tokenizer_errors_are_escaped_and_the_file_named) {
+    std::string key = patched("tiny-q1_0.gguf", [](std::string& s) {
+        size_t k = after_key(s, "general.name") - 12;
+        s[k] = char(0xff), s[k + 1] = char(0xfe), s[k + 2] = 0;
+    });
+    auto r = bm("info " + key);
+    CHECK_EQ(r.code, 0);
+    CHECK(has(r.out, "  \\xff\\xfe\\x00eral.name "));
+    auto j = bm("info --json " + key);
+    CHECK(j.code == 0 || (j.code == 1 && lines(j.err) == 1));
+    std::string merge = patched("tiny-q1_0.gguf", [](std::string& s) {
+        // the value: type (arr), element type (str), count, then the first string's length and bytes
+        size_t m = after_key(s, "tokenizer.ggml.merges") + 4 + 4 + 8 + 8;
+        REQUIRE_EQ(s.substr(m, 3), std::string("e e"));
+        s[m + 1] = 0;
+    });
+    for (const std::string& cmd : {"tokenize -m " + merge + " hi", "run -m " + merge + " -p hi",
+                                   "detokenize -m " + merge + " 1"}) {
+        auto t = bm(cmd);
+        CHECK_EQ(t.code, 1);
+        CHECK_EQ(lines(t.err), 1u);
+        if (!CHECK(has(t.err, merge + ": tokenizer: merge 0 'e\\x00e' is not 'left right'"))) std::printf("    %s", t.err.c_str());
+    }
+}
+
+TEST(cli_prompt_files_and_one_line_one_prefix_errors) {
+    const std::string tiny = bt::data_path("tiny-q1_0.gguf"), vocab = bt::data_path("qwen3-vocab.gguf");
+    auto dir = bm("run -m " + tiny + " -f /tmp");
+    CHECK_EQ(dir.code, 1);
+    CHECK_EQ(dir.err, "bankml run: /tmp: Is a directory\n");
+    auto none = bm("run -m " + tiny + " -f /nonexistent");
+    CHECK_EQ(none.code, 1);
+    CHECK_EQ(none.err, "bankml run: /nonexistent: No such file or directory\n");
+    auto tk = bm("tokenize -m " + vocab + " -f /tmp");
+    CHECK_EQ(tk.err, "bankml tokenize: /tmp: Is a directory\n");
+    // A FIFO with no writer reads as empty, at once.
+    std::string d = bt::temp_dir();
+    const int made = bt::run_cmd("mkfifo " + d + "/p").code;
+    REQUIRE_EQ(made, 0);
+    auto fifo = bm("run -m " + tiny + " -f " + d + "/p");
+    CHECK_EQ(fifo.code, 2);
+    CHECK(has(fifo.err, "the prompt is empty"));
+    // A pipe with a writer is read to its end.
+    auto pipe = bt::run_cmd("echo hello | timeout 20 " + bt::bankml_bin() + " tokenize -m " + vocab + " -f /dev/stdin");
+    CHECK_EQ(pipe.code, 0);
+    CHECK_EQ(pipe.out, bm("tokenize -m " + vocab + " 'hello\n'").out);
+    auto ppl = bm("perplexity -m " + tiny + " -f /dev/null");
+    CHECK_EQ(ppl.code, 1);
+    CHECK_EQ(ppl.err, "bankml perplexity: the text has 0 tokens; a context of 128 needs at least 256\n");
+    auto syn = bm("synth --heads 3 -o " + d + "/x.gguf");
+    CHECK_EQ(syn.code, 2);
+    CHECK_EQ(lines(syn.err), 1u);
+    CHECK(syn.err.rfind("bankml synth: n_head = 3", 0) == 0);
+}
+
+TEST(cli_number_errors_say_g_and_too_large) {
+    const std::string tiny = bt::data_path("tiny-q1_0.gguf");
+    auto t = bm("run -m " + tiny + " -p hi --temp 1e10");
+    CHECK_EQ(t.code, 2);
+    CHECK(has(t.err, "--temp must be between -1e+09 and 1e+09, got 1e10"));
+    auto s = bm("run -m " + tiny + " -p hi --seed 18446744073709551615");
+    CHECK_EQ(s.code, 2);
+    CHECK(has(s.err, "--seed 18446744073709551615 is too large"));
+    auto n = bm("run -m " + tiny + " -p hi -n 99999999999999999999");
+    CHECK(has(n.err, "--n-predict 99999999999999999999 is too large"));
+    auto r = bm("run -m " + tiny + " -p hi --seed -1 -n 2");
+    CHECK_EQ(r.code, 0);
+    CHECK(has(r.err, "seed "));
 }

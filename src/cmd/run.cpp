@@ -111,9 +111,7 @@ static int run_text(const cli::Args& a) {
     std::string prompt_text;
     if (auto f = a.value("file")) {
         if (a.has("prompt")) throw UsageError("give -p TEXT or -f FILE, not both");
-        std::ifstream in(*f, std::ios::binary);
-        if (!in) throw Error("cannot open " + *f);
-        prompt_text.assign(std::istreambuf_iterator<char>(in), {});
+        prompt_text = file::read_all(*f);
     } else {
         prompt_text = a.get("prompt", "");
     }

@@ -40,9 +40,12 @@ TextGenSettings parse_text_gen(const cli::Args& a) {
     p.min_p = float(a.get_double("min-p", 0.05, 0.0, 1.0));
     p.repeat_penalty = float(a.get_double("repeat-penalty", 1.0, 1e-6, 1e6));
     p.repeat_last_n = int32_t(a.get_int("repeat-last-n", 64, 0, INT32_MAX));
-    if (auto seed = a.value("seed")) {
+    auto seed = a.value("seed");
+    if (seed && *seed != "-1") {  // -1: random, as llama.cpp
         auto v = cli::parse_int(*seed);
-        if (!v || *v < 0) throw UsageError("--seed wants a non-negative integer, got '" + *seed + "'");
+        if (!v && cli::is_digits(*seed) && (*seed)[0] != '-')
+            throw UsageError("--seed " + *seed + " is too large (at most " + std::to_string(INT64_MAX) + ")");
+        if (!v || *v < 0) throw UsageError("--seed wants a non-negative integer or -1 (random), got '" + *seed + "'");
         p.seed = uint64_t(*v);
         s.seed_given = true;
     } else {

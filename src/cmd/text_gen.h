@@ -24,7 +24,7 @@ std::vector<cli::Flag> text_gen_flags();
     "  --repeat-penalty R  divide (multiply, if negative) the logits of recent tokens by R\n" \
     "                      (default 1.0: off)\n" \
     "  --repeat-last-n N   how many recent tokens (prompt included) the penalty sees (default 64)\n" \
-    "  -s, --seed N        the generator's seed (default: random, printed with the timings); the\n" \
+    "  -s, --seed N        the generator's seed (default and -1: random, printed with the timings); the\n" \
     "                      same seed gives the same tokens at any thread count\n" \
     "stopping:\n" \
     "  -n, --n-predict N   at most N tokens (default -1: until an end token or a full context)\n" \

@@ -6,6 +6,7 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -17,9 +18,7 @@ static std::string input_text(const cli::Args& a) {
     if (auto f = a.value("file")) {
         if (!a.positional().empty()) throw UsageError("give the text or -f FILE, not both");
         if (*f == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
-        std::ifstream in(*f, std::ios::binary);
-        if (!in) throw Error("cannot open " + *f);
-        return std::string(std::istreambuf_iterator<char>(in), {});
+        return file::read_all(*f);
     }
     if (a.positional().size() != 1) throw UsageError("give the text to tokenize (one argument) or -f FILE");
     return a.positional()[0];

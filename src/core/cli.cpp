@@ -194,7 +194,9 @@ int64_t Args::get_int(const std::string& key, int64_t dflt, int64_t lo, int64_t 
     auto v = value(key);
     if (!v) return dflt;
     auto n = parse_int(*v);
-    if (!n && is_digits(*v)) throw UsageError("--" + key + " " + *v + " is too large (at most " + std::to_string(hi) + ")");
+    if (!n && is_digits(*v))
+        throw UsageError("--" + key + " " + *v + (v->front() == '-' ? " is too small (at least " + std::to_string(lo)
+                                                                    : " is too large (at most " + std::to_string(hi)) + ")");
     if (!n) throw UsageError("--" + key + " wants an integer, got '" + *v + "'");
     if (*n < lo || *n > hi)
         throw UsageError("--" + key + " must be between " + std::to_string(lo) + " and " + std::to_string(hi) +

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/utf8.h"
 
 namespace bankml::gguf {
 
@@ -51,25 +52,7 @@ std::string hex32(uint32_t v) {
     return b;
 }
 
-std::string quoted(std::string_view s) {
-    std::string out = "'";
-    size_t n = std::min<size_t>(s.size(), 80);
-    while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
-    for (size_t i = 0; i < n; ++i) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c < 0x20 || c == 0x7f) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\x%02x", c);
-            out += b;
-        } else {
-            out += char(c);
-        }
-    }
-    if (s.size() > n) out += "...";
-    return out + "'";
-}
+std::string quoted(std::string_view s) { return "'" + utf8::escape(s, 80) + "'"; }
 
 template <class T>
 T load(const uint8_t* p) {
