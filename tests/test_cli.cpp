@@ -289,3 +289,22 @@ TEST(cli_number_errors_say_g_and_too_large) {
     CHECK_EQ(r.code, 0);
     CHECK(has(r.err, "seed "));
 }
+
+TEST(cli_chat_long_message_help_reset_and_ctrl_c) {
+    const std::string tiny = bt::data_path("tiny-q1_0.gguf"), bin = bt::bankml_bin();
+    auto longmsg = bt::run_cmd("python3 -c \"print('word ' * 5000)\" | timeout 30 " + bin + " chat -m " + tiny + " -c 256");
+    CHECK_EQ(longmsg.code, 0);
+    CHECK(has(longmsg.err, "the message is "));
+    CHECK(has(longmsg.err, " tokens, longer than the context of 256"));
+    CHECK(!has(longmsg.err, "the context is full"));
+    auto cmds = bt::run_cmd("printf '/help\\n/reset\\n' | timeout 30 " + bin + " chat -m " + tiny);
+    CHECK_EQ(cmds.code, 0);
+    CHECK(cmds.out.empty());  // /help never went to the model
+    CHECK(has(cmds.err, "/reset"));
+    CHECK(has(cmds.err, "(conversation cleared)"));
+    // Ctrl-C stops a long reply; the chat goes on to the next line and ends normally.
+    auto c = bt::run_cmd("(echo hi; sleep 3; echo /exit) | timeout 60 " + bin + " chat -m " + tiny +
+                         " --ignore-eos -c 32768 -n 30000 --temp 0 & pid=$!; sleep 1; kill -INT $pid; wait $pid");
+    CHECK_EQ(c.code, 0);
+    CHECK(has(c.err, "(stopped)"));
+}

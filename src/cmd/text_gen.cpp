@@ -1,6 +1,9 @@
 #include "cmd/text_gen.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <unistd.h>
 #include <random>
 
 #include "core/error.h"
@@ -65,6 +68,36 @@ TextGenSettings parse_text_gen(const cli::Args& a) {
     if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
     s.model.kv_f32 = kv == "f32";
     return s;
+}
+
+ModelLogits::ModelLogits(model::Model& m, const volatile std::sig_atomic_t* stop)
+    : m_(m), stop_(stop), progress_(isatty(2)) {}
+
+void ModelLogits::eval(std::span<const int32_t> tokens, std::vector<float>& logits) {
+    constexpr size_t SLICE = 64;  // tokens per step of a prompt whose progress is shown
+    if (stop_ && *stop_) throw Interrupted{};
+    if (!progress_ || tokens.size() <= SLICE) {
+        m_.eval_into(tokens, logits);
+        return;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    bool shown = false;
+    for (size_t i = 0; i < tokens.size(); i += SLICE) {
+        if (stop_ && *stop_) {
+            if (shown) std::fputc('\n', stderr);
+            throw Interrupted{};
+        }
+        const size_t n = std::min(SLICE, tokens.size() - i);
+        m_.eval_into(tokens.subspan(i, n), logits);
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (s > 2.0 && i + n < tokens.size()) {
+            std::fprintf(stderr, "\rbankml: prompt %zu of %zu tokens (%.0f%%)", i + n, tokens.size(),
+                         100.0 * double(i + n) / double(tokens.size()));
+            shown = true;
+        }
+    }
+    if (shown) std::fprintf(stderr, "\r%*s\r", 60, "");
 }
 
 std::string timing_line(const model::GenerateResult& r, uint64_t seed) {

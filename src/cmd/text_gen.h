@@ -1,6 +1,7 @@
 // What `bankml run -p` and `bankml chat` share: the sampling and stopping flags, the forward
 // pass seen as a logit source, and the timing line.
 #pragma once
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,17 +46,24 @@ struct TextGenSettings {
 // reported, so the run can be repeated).
 TextGenSettings parse_text_gen(const cli::Args& a);
 
-// The forward pass as generate() sees it.
+// Thrown by ModelLogits::eval when its stop flag is set (Ctrl-C in `bankml chat`).
+struct Interrupted {};
+
+// The forward pass as generate() sees it. A long prompt shows its progress on stderr when stderr
+// is a terminal (evaluated in slices then: a batch never changes a token); `stop`, when set,
+// ends the generation before the next evaluation.
 class ModelLogits : public model::LogitSource {
 public:
-    explicit ModelLogits(model::Model& m) : m_(m) {}
+    explicit ModelLogits(model::Model& m, const volatile std::sig_atomic_t* stop = nullptr);
     int n_vocab() const override { return m_.n_vocab(); }
     int n_ctx() const override { return m_.n_ctx(); }
     int n_past() const override { return m_.n_past(); }
-    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override { m_.eval_into(tokens, logits); }
+    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override;
 
 private:
     model::Model& m_;
+    const volatile std::sig_atomic_t* stop_;
+    bool progress_;
 };
 
 // "prompt 12 tokens at 85.3 t/s, generated 40 tokens at 12.1 t/s (stop: eog, seed 42)"
