@@ -308,3 +308,50 @@ TEST(cli_chat_long_message_help_reset_and_ctrl_c) {
     CHECK_EQ(c.code, 0);
     CHECK(has(c.err, "(stopped)"));
 }
+
+TEST(cli_llama_cpp_flags_map_or_get_a_note) {
+    const std::string tiny = bt::data_path("tiny-q1_0.gguf"), vocab = bt::data_path("qwen3-vocab.gguf");
+    auto base = bm("run -m " + tiny + " -p hi -n 4 --temp 0 --stop zz --kv f16");
+    auto same = bm("run -m " + tiny + " -p hi -n 4 --temp 0 -r zz -ngl 0 -fa on -ctk f16 -ctv f16");
+    CHECK_EQ(base.code, 0);
+    CHECK_EQ(same.code, 0);
+    CHECK_EQ(same.out, base.out);
+    auto ngl = bm("run -m " + tiny + " -p hi -n 2 -ngl 99");
+    CHECK_EQ(ngl.code, 0);
+    CHECK(has(ngl.err, "-ngl 99: the forward pass runs on the CPU"));
+    CHECK_EQ(bm("run -m " + tiny + " -p hi -ctk q8_0").code, 2);
+    CHECK_EQ(bm("run -m " + tiny + " -p hi -ctk f32 -ctv f16").code, 2);
+    auto sys = bm("run -m " + tiny + " -p hi -n 3 --temp 0 --chat -sys 'be brief'");
+    auto sys2 = bm("run -m " + tiny + " -p hi -n 3 --temp 0 --chat --system 'be brief'");
+    auto nosys = bm("run -m " + tiny + " -p hi -n 3 --temp 0 --chat --json");
+    CHECK_EQ(sys.code, 0);
+    CHECK_EQ(sys.out, sys2.out);
+    CHECK(has(nosys.out, "\"n_prompt\":"));
+    CHECK(!has(nosys.out, "\"n_prompt\":30"));  // the system message made the prompt longer
+    for (const char* f : {"-b 512", "--mlock", "-cnv", "--grammar x", "-hf x/y", "--port 8080", "-mg 0", "--lora x"}) {
+        auto r = bm("run -m " + tiny + " -p hi " + f);
+        CHECK_EQ(r.code, 2);
+        CHECK_EQ(lines(r.err), 1u);
+        if (!CHECK(has(r.err, "llama.cpp's -") && has(r.err, "is not supported by bankml: "))) std::printf("    %s", r.err.c_str());
+    }
+    // run --tokens: spaces as detokenize takes them, -n -1 until the context is full.
+    auto sp = bm("run -m " + tiny + " --tokens '1 2  3' -n 3");
+    CHECK_EQ(sp.out, bm("run -m " + tiny + " --tokens 1,2,3 -n 3").out);
+    auto all = bm("run -m " + tiny + " --tokens 1,2 -n -1 -c 8");
+    CHECK_EQ(all.code, 0);
+    CHECK_EQ(std::count(all.out.begin(), all.out.end(), ' '), 6);  // 7 ids: 2 + 7 - 1 fill the 8
+    // tokenize: -p, --ids, --no-bos and the file's add_bos_token.
+    CHECK_EQ(bm("tokenize -m " + vocab + " -p 'hello world' --ids").out, "[14990, 1879]\n");
+    std::string bos = patched("qwen3-vocab.gguf", [](std::string& s) { s[after_key(s, "tokenizer.ggml.add_bos_token") + 4] = 1; });
+    CHECK_EQ(bm("tokenize -m " + bos + " hello").out, "151643,14990\n");
+    CHECK_EQ(bm("tokenize -m " + bos + " --no-bos hello").out, "14990\n");
+    // perplexity --chunks, bench -o csv.
+    auto ppl = bm("perplexity -m " + tiny + " -f " + bt::data_path("ppl-text.txt") + " -c 64 --chunks 2 --json");
+    CHECK_EQ(ppl.code, 0);
+    CHECK(has(ppl.out, "\"n_chunks\":2"));
+    auto csv = bm("bench --shape tiny -p 8 -n 4 -r 1 -o csv");
+    CHECK_EQ(csv.code, 0);
+    CHECK(csv.out.rfind("model_type,model_size,", 0) == 0);
+    CHECK_EQ(lines(csv.out), 3u);
+    CHECK_EQ(bm("bench --shape tiny -o xml").code, 2);
+}

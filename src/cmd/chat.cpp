@@ -37,6 +37,7 @@ static int run_chat(const std::vector<std::string>& args) {
     cli::Args a(args, flags);
     if (!a.has("model")) throw UsageError("-m FILE is required");
     TextGenSettings st = parse_text_gen(a);
+    llama_model_notes(a, "chat");
     const bool think = !a.has("no-think"), show_timings = a.has("timings");
     st.gen.hide_think = !think;
     const bool tty = isatty(0) && isatty(2);

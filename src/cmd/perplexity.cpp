@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "cmd/commands.h"
+#include "cmd/text_gen.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/json.h"
@@ -14,8 +15,10 @@
 namespace bankml::cmd {
 
 static int run_perplexity(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"-m|--model", true}, {"-f|--file", true}, {"-c|--ctx-size", true}, {"-t|--threads", true},
-                       {"--kv", true}, {"--json", false}, {"--chunks", true}});
+    std::vector<cli::Flag> flags = {{"-m|--model", true}, {"-f|--file", true}, {"-c|--ctx-size", true},
+                                    {"-t|--threads", true}, {"--kv", true}, {"--json", false}, {"--chunks", true}};
+    for (const auto& f : llama_model_flags()) flags.push_back(f);
+    cli::Args a(args, flags);
     const int64_t max_chunks = a.get_int("chunks", -1, -1, INT32_MAX);
     if (max_chunks == 0) throw UsageError("--chunks wants at least 1 (-1: every chunk)");
     if (!a.has("model")) throw UsageError("-m FILE is required");
@@ -23,9 +26,8 @@ static int run_perplexity(const std::vector<std::string>& args) {
     model::ModelOptions opt;
     opt.ctx = int(a.get_int("ctx-size", 128, 4, 1 << 24));
     opt.threads = int(a.get_int("threads", 0, 0, 4096));
-    const std::string kv = a.get("kv", "f16");
-    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
-    opt.kv_f32 = kv == "f32";
+    opt.kv_f32 = kv_type(a) == "f32";
+    llama_model_notes(a, "perplexity");
     const bool json = a.has("json");
 
     std::string text = file::read_all(a.get("file", ""));
@@ -88,7 +90,8 @@ const cli::Command perplexity_command = {
     "  -c N          the context size, i.e. the chunk length (default 128)\n"
     "  --chunks N    at most the first N chunks (default -1: all), as llama-perplexity\n"
     "  -t N          threads (default: BANKML_THREADS, else every core)\n"
-    "  --kv f16|f32  the key/value cache's precision (default f16, as llama.cpp)\n"
+    "  --kv f16|f32  the key/value cache's precision (default f16, as llama.cpp; -ctk/-ctv too)\n"
+    "  -ngl N, -fa   llama.cpp's flags, accepted (bankml help run says what they do)\n"
     "  --json        {\"running\":[...],\"ppl\":X,\"error\":Y,...} instead\n",
     run_perplexity};
 

@@ -14,8 +14,39 @@ namespace bankml::cmd {
 std::vector<cli::Flag> text_gen_flags() {
     return {{"-n|--n-predict", true}, {"--temp", true},           {"--top-k", true},     {"--top-p", true},
             {"--min-p", true},        {"--repeat-penalty", true}, {"--repeat-last-n", true},
-            {"-s|--seed", true},      {"--stop", true},           {"--ignore-eos", false},
-            {"-t|--threads", true},   {"-c|--ctx-size", true},    {"--kv", true}};
+            {"-s|--seed", true},      {"--stop|-r|--reverse-prompt", true}, {"--ignore-eos", false},
+            {"-t|--threads", true},   {"-c|--ctx-size", true},    {"--kv", true},
+            {"-ngl|--n-gpu-layers|--gpu-layers", true}, {"-fa|--flash-attn", false, "on|off|auto"},
+            {"-ctk|--cache-type-k", true}, {"-ctv|--cache-type-v", true}};
+}
+
+std::vector<cli::Flag> llama_model_flags() {
+    return {{"-ngl|--n-gpu-layers|--gpu-layers", true}, {"-fa|--flash-attn", false, "on|off|auto"},
+            {"-ctk|--cache-type-k", true}, {"-ctv|--cache-type-v", true}};
+}
+
+std::string kv_type(const cli::Args& a) {
+    std::string kv;
+    for (const char* k : {"kv", "cache-type-k", "cache-type-v"}) {
+        auto v = a.value(k);
+        if (!v) continue;
+        if (*v != "f16" && *v != "f32")
+            throw UsageError("--" + std::string(k) + " wants f16 or f32 (bankml's cache has no quantized types), got '" +
+                             *v + "'");
+        if (!kv.empty() && kv != *v)
+            throw UsageError("--kv, -ctk and -ctv must agree: bankml keeps keys and values in one type");
+        kv = *v;
+    }
+    return kv.empty() ? "f16" : kv;
+}
+
+void llama_model_notes(const cli::Args& a, const char* command) {
+    const int64_t ngl = a.get_int("n-gpu-layers", 0, -1, 1 << 20);
+    if (ngl != 0)
+        std::fprintf(stderr,
+                     "bankml %s: -ngl %lld: the forward pass runs on the CPU (a verified card takes a share of the "
+                     "Q1_0 products with BANKML_GPU_SHARE)\n",
+                     command, (long long)ngl);
 }
 
 static std::string unescape(const std::string& s) {
@@ -64,9 +95,7 @@ TextGenSettings parse_text_gen(const cli::Args& a) {
     s.gen.ignore_eos = a.has("ignore-eos");
     s.model.threads = int(a.get_int("threads", 0, 0, 4096));
     s.model.ctx = int(a.get_int("ctx-size", 0, 0, 1 << 24));
-    const std::string kv = a.get("kv", "f16");
-    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
-    s.model.kv_f32 = kv == "f32";
+    s.model.kv_f32 = kv_type(a) == "f32";
     return s;
 }
 

@@ -15,6 +15,12 @@ namespace bankml::cmd {
 
 // The flags of text generation (sampling, stopping, model), to append to a command's own.
 std::vector<cli::Flag> text_gen_flags();
+// llama.cpp's model flags that map onto bankml (-ngl, -fa, -ctk, -ctv); text_gen_flags() has them.
+std::vector<cli::Flag> llama_model_flags();
+// The key/value cache type from --kv, -ctk and -ctv (f16 or f32; they must agree), and the note
+// -ngl N (N != 0) and -fa on print on stderr. A bad value is a UsageError.
+std::string kv_type(const cli::Args& a);
+void llama_model_notes(const cli::Args& a, const char* command);
 // The help text for them (a literal, so a command's help can append it).
 #define BANKML_TEXT_GEN_HELP \
     "\nsampling (llama.cpp's defaults and order: repeat penalty, top-k, top-p, min-p, temperature):\n" \
@@ -29,12 +35,18 @@ std::vector<cli::Flag> text_gen_flags();
     "                      same seed gives the same tokens at any thread count\n" \
     "stopping:\n" \
     "  -n, --n-predict N   at most N tokens (default -1: until an end token or a full context)\n" \
-    "  --stop STRING       stop before STRING appears (not printed; \\n, \\t and \\\\ are escapes)\n" \
+    "  --stop STRING       stop before STRING appears (not printed; \\n, \\t and \\\\ are escapes);\n" \
+    "                      also -r, --reverse-prompt\n" \
     "  --ignore-eos        do not stop at <|im_end|>, <|endoftext|> or the file's EOS\n" \
     "model:\n" \
     "  -t, --threads N     threads (default: BANKML_THREADS, else every core)\n" \
     "  -c, --ctx-size N    context size (default: the model's, at most 4096)\n" \
-    "  --kv f16|f32        the key/value cache's precision (default f16, as llama.cpp)\n"
+    "  --kv f16|f32        the key/value cache's precision (default f16, as llama.cpp); llama.cpp's\n" \
+    "                      -ctk/-ctv f16|f32 say the same (both alike)\n" \
+    "  -ngl N              llama.cpp's GPU layers: 0 is the CPU; any other N runs on the CPU too\n" \
+    "                      and says so (BANKML_GPU_SHARE gives a verified card a share of the\n" \
+    "                      Q1_0 products)\n" \
+    "  -fa [on|off|auto]   accepted: attention is computed one way, the same bits either way\n"
 
 struct TextGenSettings {
     model::SamplerParams sampling;

@@ -150,8 +150,15 @@ Args::Args(const std::vector<std::string>& args, const std::vector<Flag>& flags,
                 }
                 vals_[key] = val;
             } else {
-                if (inline_val) error("flag " + name + " takes no value");
-                vals_[key] = "";
+                if (!f->optional_values.empty() && !inline_val && i + 1 < args.size())
+                    for (const auto& w : split_names(f->optional_values))
+                        if (args[i + 1] == w) {
+                            val = args[++i];
+                            inline_val = true;
+                            break;
+                        }
+                if (inline_val && f->optional_values.empty()) error("flag " + name + " takes no value");
+                vals_[key] = val;
             }
             continue;
         }

@@ -29,6 +29,9 @@ const char* llama_note(const std::string& name);
 struct Flag {
     std::string names;
     bool takes_value;
+    // For a flag without a value: words that, right after it, are its value ("-fa on"), as
+    // llama.cpp's optional values; "" means none. Separated by '|'.
+    std::string optional_values = "";
 };
 
 // Parses args against the flags. Unknown flags, a flag missing its value, or (unless allowed)
