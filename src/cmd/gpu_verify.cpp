@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "gpu/compute.h"
 #include "gpu/gpu.h"
 #include "gpu/kernels.h"
@@ -78,9 +78,9 @@ int gpu_dump_spirv(const std::string& dir) {
     if (ec) throw Error("create_directories(" + dir + ") failed: " + ec.message());
     for (const auto& [name, words] : gpu::kernels::all_modules()) {
         std::string path = dir + "/" + name;
-        std::ofstream f(path, std::ios::binary);
-        f.write(reinterpret_cast<const char*>(words.data()), std::streamsize(words.size() * 4));
-        if (!f) throw Error("write(" + path + ") failed");
+        file::Output f(path);
+        f.write(words.data(), words.size() * 4);
+        f.commit();
         std::printf("%s (%zu words)\n", path.c_str(), words.size());
     }
     return 0;
