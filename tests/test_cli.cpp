@@ -316,9 +316,14 @@ TEST(cli_llama_cpp_flags_map_or_get_a_note) {
     CHECK_EQ(base.code, 0);
     CHECK_EQ(same.code, 0);
     CHECK_EQ(same.out, base.out);
-    auto ngl = bm("run -m " + tiny + " -p hi -n 2 -ngl 99");
-    CHECK_EQ(ngl.code, 0);
-    CHECK(has(ngl.err, "-ngl 99: the forward pass runs on the CPU"));
+    // -ngl 0 keeps the model on the CPU even where a card (here lavapipe, allowed) would run it.
+    const std::string soft = "BANKML_GPU_ALLOW_SOFTWARE=1 " + bt::bankml_bin() + " run -m " + tiny + " --tokens 1,2 -n 2 --json";
+    auto ngl0 = bt::run_cmd(soft + " -ngl 0"), ngl99 = bt::run_cmd(soft + " -ngl 99");
+    CHECK_EQ(ngl0.code, 0);
+    CHECK_EQ(ngl99.code, 0);
+    CHECK(has(ngl0.out, "\"backend\":\"cpu\""));
+    CHECK(!has(ngl0.err, "runs the model"));
+    if (has(ngl99.err, "runs the model")) CHECK(has(ngl99.out, "\"backend\":\"vulkan\""));
     CHECK_EQ(bm("run -m " + tiny + " -p hi -ctk q8_0").code, 2);
     CHECK_EQ(bm("run -m " + tiny + " -p hi -ctk f32 -ctv f16").code, 2);
     auto sys = bm("run -m " + tiny + " -p hi -n 3 --temp 0 --chat -sys 'be brief'");
