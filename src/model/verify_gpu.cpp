@@ -538,7 +538,7 @@ void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
     std::vector<uint32_t> x;
     // The special values and the boundaries of glibc's expf, with their neighbours.
     for (uint32_t b : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa00000u,
-                       0xff812345u, 0x4202422fu, fbits(0x1.62e42ep6f), fbits(-0x1.9fe368p6f), fbits(0x1.5d589ep6f), fbits(-0x1.9d1d9ep6f)})
+                       0xff812345u, 0x4202422fu, fbits(0x1.62e42ep6f), fbits(-0x1.9fe368p6f), fbits(-0x1.5d589ep6f), fbits(-0x1.9d1d9ep6f)})
         for (int d = -4; d <= 4; ++d) x.push_back(b + uint32_t(d));
     // Every exponent alike: random bits.
     const size_t sample = full ? size_t(1) << 24 : size_t(1) << 21;
