@@ -291,12 +291,35 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             xin.insert(xin.end(), x.begin(), x.end());
             gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
                         *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off}, uint32_t(n / 32));
+            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
                     {{"q8", Runner::read(*bq, n), qi, Word::i32},
                      {"d8", Runner::read(*bd, n / 32), d8, Word::f32},
                      {"lane_products", Runner::read(*bt, table.size()), words_of(table), Word::f32},
                      {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
+            R.release();
+        }
+    // With SwiGLU on the way in (the forward pass's input of the down product): the CPU's swiglu of
+    // a gate|up pair, then its quantization.
+    for (size_t n : ns)
+        for (const char* kind : {"gated random", "gated large gates"}) {
+            std::vector<float> gu(2 * n), y(n);
+            for (size_t i = 0; i < n; ++i) {
+                gu[i] = std::string(kind) == "gated random" ? 3.0f * normal(rng) : uniform(rng, -200.0f, 200.0f);
+                gu[n + i] = normal(rng);
+            }
+            ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
+            std::vector<quant::BlockQ8_0> q8(n / 32);
+            quant::quantize_row_q8_0(y.data(), q8.data(), n);
+            std::vector<uint32_t> qi(n);
+            for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+            std::vector<uint16_t> h(n);
+            ops::round_f16(y.data(), h.data(), n);
+            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
+                        *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
+            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                    {{"q8", Runner::read(*bq, n), qi, Word::i32}, {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
             R.release();
         }
 }
