@@ -36,8 +36,7 @@ Card open_card() {
     vo.chosen = &path;
     gpu::kernels::verify_q1_0(c.gpu, vo);
     c.native = path == gpu::kernels::FmaPath::native;
-    c.build.fma = c.native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
-    c.build.expf_fused = gpu::ops::host_expf_fused();
+    c.build = gpu::ops::build_for(c.gpu, c.native);
     return c;
 }
 

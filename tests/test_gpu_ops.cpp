@@ -28,10 +28,7 @@ gpu::Gpu* test_gpu() {
 
 // The Build bankml would use on this card: the Fma path its probe proves, the host's expf.
 gpu::ops::Build card_build(gpu::Gpu& g) {
-    gpu::ops::Build b;
-    b.fma = gpu::kernels::probe_native_fma(g).native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
-    b.expf_fused = gpu::ops::host_expf_fused();
-    return b;
+    return gpu::ops::build_for(g, gpu::kernels::probe_native_fma(g).native);
 }
 
 // One kernel's small shapes: every case bit-exact (verify_ops throws on the first difference,

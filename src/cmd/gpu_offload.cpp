@@ -58,9 +58,7 @@ bool run_on_card(model::Model& m) {
             path = it->second.path;
         }
         const bool native = path == gpu::kernels::FmaPath::native;
-        gpu::ops::Build build;
-        build.fma = native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
-        build.expf_fused = gpu::ops::host_expf_fused();
+        const gpu::ops::Build build = gpu::ops::build_for(card, native);
         std::fprintf(stderr, "bankml: GPU: %s\n", m.use_gpu(std::move(card), build, native).c_str());
         return true;
     } catch (const std::exception& e) {

@@ -71,9 +71,11 @@ CardVerdict verify_card(gpu::Gpu& g, bool full, bool exhaustive) {
     }
     try {
         v.lines = gpu::kernels::verify_q1_0(g, opt);
-        gpu::ops::Build build;
-        build.fma = v.path == gpu::kernels::FmaPath::native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
-        build.expf_fused = gpu::ops::host_expf_fused();
+        const gpu::ops::Build build = gpu::ops::build_for(g, v.path == gpu::kernels::FmaPath::native);
+        v.lines.push_back(build.exact_floats ? "op kernels keep subnormals and signed zeros (float controls)"
+                                             : "op kernels run without float controls (the card offers none)");
+        v.lines.push_back(std::string("expf as the host's C library: ") + (build.expf_fused ? "fused" : "unfused") +
+                          " multiply-adds");
         for (std::string& l : model::verify_ops(g, build, oo)) v.lines.push_back(std::move(l));
         v.verified = true;
     } catch (const std::exception& e) {

@@ -32,6 +32,7 @@ struct Loader {
     PFN_vkGetPhysicalDeviceProperties props = nullptr;
     PFN_vkGetPhysicalDeviceMemoryProperties mem_props = nullptr;
     PFN_vkGetPhysicalDeviceFeatures features = nullptr;
+    PFN_vkGetPhysicalDeviceProperties2 props2 = nullptr;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties queue_props = nullptr;
     PFN_vkCreateDevice create_device = nullptr;
     PFN_vkGetDeviceProcAddr gdpa = nullptr;
@@ -63,6 +64,9 @@ Loader& loader() {
             L.gdpa = vk.GetDeviceProcAddr;
             L.device_extensions = vk.EnumerateDeviceExtensionProperties;
             if (inst.api_version() >= VK_API_VERSION_1_1) L.features2 = vk.GetPhysicalDeviceFeatures2;
+            if (inst.api_version() >= VK_API_VERSION_1_1)
+                L.props2 = reinterpret_cast<PFN_vkGetPhysicalDeviceProperties2>(
+                    vk.GetInstanceProcAddr(L.instance, "vkGetPhysicalDeviceProperties2"));
         } catch (const std::exception& e) {
             L.error = e.what();
             L.instance = VK_NULL_HANDLE;
@@ -188,7 +192,7 @@ struct Gpu::Impl {
     std::map<uint64_t, Buf> bufs;
     std::map<uint64_t, Pipe> pipes;
     std::map<uint64_t, Seq> seqs;
-    bool f64 = false;
+    bool f64 = false, float_controls = false;
     uint64_t next_id = 1, allocated = 0;
     bool pending = false;
     int spin_us = SPIN_US;
@@ -351,6 +355,17 @@ Gpu Gpu::open(size_t index) {
     if (L.features) L.features(pd, &have);
     want.shaderFloat64 = have.shaderFloat64;
     d->f64 = have.shaderFloat64 == VK_TRUE;
+    // Float controls are core from Vulkan 1.2 (the instance asks for 1.3).
+    if (L.props2 && VK_API_VERSION_MINOR(props.apiVersion) >= 2) {
+        VkPhysicalDeviceFloatControlsProperties fc{};
+        fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
+        VkPhysicalDeviceProperties2 p2{};
+        p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        p2.pNext = &fc;
+        L.props2(pd, &p2);
+        d->float_controls = fc.shaderDenormPreserveFloat32 && fc.shaderSignedZeroInfNanPreserveFloat32 &&
+                            (!d->f64 || (fc.shaderDenormPreserveFloat64 && fc.shaderSignedZeroInfNanPreserveFloat64));
+    }
     di.pEnabledFeatures = &want;
     // Where the driver can say what its compiler made of each kernel (registers, code size), ask
     // it to: the extension and its one feature, nothing else.
@@ -663,6 +678,7 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
 }
 
 bool Gpu::has_f64() const { return d_->f64; }
+bool Gpu::float_controls() const { return d_->float_controls; }
 std::vector<double> Gpu::step_us() const { return d_->step_us; }
 
 Sequence Gpu::record(std::span<const Step> steps, bool profile) {

@@ -123,6 +123,9 @@ public:
 
     // True when the card runs shaders with 64-bit floats (shaderFloat64, enabled at open).
     bool has_f64() const;
+    // True when shaders may ask the card to preserve subnormals and signed zeros, infinities and
+    // NaN for 32-bit floats and, where has_f64(), 64-bit ones (Vulkan 1.2's float controls).
+    bool float_controls() const;
     // Records steps into a sequence owned by this card; a barrier ends it so the host may read
     // every output once wait() returns.
     // `profile`: a timestamp after every step, read by step_us() after wait().

@@ -18,16 +18,27 @@
 
 #include "gpu/shader.h"
 
+namespace bankml::gpu {
+class Gpu;
+}
+
 namespace bankml::gpu::ops {
 
 inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_ROPE = 4;
 
 // What a kernel's code depends on besides its shape: the f32 Fma path the card proved, and
 // whether the host's expf fuses its multiply-adds (glibc's FMA build).
+// exact_floats: the modules ask the card to keep subnormals and signed zeros (Gpu::float_controls);
+// a card that flushes subnormals by default (NVIDIA's) gives the CPU's bits only with them.
 struct Build {
     shader::Fma fma = shader::Fma::exact;
     bool expf_fused = true;
+    bool exact_floats = false;
 };
+
+// The build a card may use: native Fma where it proved it, the host's expf variant, and the float
+// controls wherever the card offers them.
+Build build_for(const Gpu& card, bool native_fma);
 
 struct OpKernel {
     const char* name;

@@ -36,10 +36,19 @@ uint32_t type(K k) {
     return 0;
 }
 
-Shader::Shader(uint32_t local_x, bool uses_f64, Fma f) : fma(f), prev_(g_cur) {
+Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, bool exact_floats) : fma(f), prev_(g_cur) {
     g_cur = this;
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
+    if (exact_floats) {
+        m.extension("SPV_KHR_float_controls");
+        m.capability(CapabilityDenormPreserve);
+        m.capability(CapabilitySignedZeroInfNanPreserve);
+        for (uint32_t width : uses_f64 ? std::vector<uint32_t>{32, 64} : std::vector<uint32_t>{32}) {
+            m.execution_mode(ExecutionModeDenormPreserve, {width});
+            m.execution_mode(ExecutionModeSignedZeroInfNanPreserve, {width});
+        }
+    }
     m.begin_main();
 }
 Shader::~Shader() { g_cur = prev_; }

@@ -49,7 +49,10 @@ enum class Fma { exact, native };
 class Shader {
 public:
     // A compute module with local size (local_x, 1, 1); uses_f64 adds the Float64 capability.
-    Shader(uint32_t local_x, bool uses_f64, Fma fma = Fma::exact);
+    // exact_floats: the float-controls modes that keep subnormals and the sign of zero (denormals
+    // preserved, no folding of x + 0), for 32-bit floats and, with uses_f64, 64-bit ones; a card
+    // must offer them (Gpu::float_controls) for the kernel to load.
+    Shader(uint32_t local_x, bool uses_f64, Fma fma = Fma::exact, bool exact_floats = false);
     ~Shader();
     Shader(const Shader&) = delete;
     Shader& operator=(const Shader&) = delete;

@@ -97,6 +97,17 @@ void Module::capability(uint32_t cap) {
         if (capabilities_[i + 1] == cap) return;
     put(capabilities_, OpCapability, {cap});
 }
+void Module::extension(const std::string& name) {
+    for (const std::string& e : extension_names_)
+        if (e == name) return;
+    extension_names_.push_back(name);
+    put(extensions_, OpExtension, string_words(name));
+}
+void Module::execution_mode(uint32_t mode, const std::vector<uint32_t>& args) {
+    std::vector<uint32_t> m{mode};
+    m.insert(m.end(), args.begin(), args.end());
+    modes_.push_back(m);
+}
 uint32_t Module::c_bool(bool v) {
     uint32_t t = t_bool();
     uint16_t o = v ? OpConstantTrue : OpConstantFalse;
@@ -294,6 +305,11 @@ std::vector<uint32_t> Module::words() const {
         ep.insert(ep.end(), interface_.begin(), interface_.end());
         put(w, OpEntryPoint, ep);
         put(w, OpExecutionMode, {main_, ExecutionModeLocalSize, local_x_, 1, 1});
+        for (const auto& m : modes_) {
+            std::vector<uint32_t> ops{main_};
+            ops.insert(ops.end(), m.begin(), m.end());
+            put(w, OpExecutionMode, ops);
+        }
     }
     add(debug_);
     add(annotations_);

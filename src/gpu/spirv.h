@@ -22,7 +22,7 @@ inline constexpr uint32_t MAGIC = 0x07230203, VERSION_1_3 = 0x00010300;
 // The opcodes, enumerants and GLSL.std.450 instructions bankml uses (SPIR-V 1.3 / GLSL.std.450 1.0).
 enum Op : uint16_t {
     OpName = 5, OpMemberName = 6, OpExtInstImport = 11, OpExtInst = 12, OpMemoryModel = 14,
-    OpEntryPoint = 15, OpExecutionMode = 16, OpCapability = 17, OpTypeVoid = 19, OpTypeBool = 20,
+    OpExtension = 10, OpEntryPoint = 15, OpExecutionMode = 16, OpCapability = 17, OpTypeVoid = 19, OpTypeBool = 20,
     OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeArray = 28, OpTypeRuntimeArray = 29,
     OpTypeStruct = 30, OpTypePointer = 32, OpTypeFunction = 33, OpConstantTrue = 41,
     OpConstantFalse = 42, OpConstant = 43, OpConstantComposite = 44, OpFunction = 54,
@@ -42,7 +42,9 @@ enum Op : uint16_t {
     OpBranch = 249, OpBranchConditional = 250, OpReturn = 253,
 };
 enum : uint32_t {
-    CapabilityShader = 1, CapabilityFloat64 = 10, AddressingLogical = 0, MemoryModelGLSL450 = 1, ExecutionModelGLCompute = 5,
+    CapabilityShader = 1, CapabilityFloat64 = 10, CapabilityDenormPreserve = 4464,
+    CapabilitySignedZeroInfNanPreserve = 4466, ExecutionModeDenormPreserve = 4459,
+    ExecutionModeSignedZeroInfNanPreserve = 4461, AddressingLogical = 0, MemoryModelGLSL450 = 1, ExecutionModelGLCompute = 5,
     ExecutionModeLocalSize = 17,
     StorageUniformConstant = 0, StorageInput = 1, StorageWorkgroup = 4, StoragePushConstant = 9,
     StorageFunction = 7, StorageStorageBuffer = 12,
@@ -85,6 +87,10 @@ public:
     uint32_t c_f64(double v);
     // Declares a capability the module uses (once).
     void capability(uint32_t cap);
+    // Declares a SPIR-V extension (once).
+    void extension(const std::string& name);
+    // An execution mode of main beside its local size (e.g. DenormPreserve 32).
+    void execution_mode(uint32_t mode, const std::vector<uint32_t>& args);
     uint32_t c_bool(bool v);
 
     // Annotations and debug names.
@@ -153,6 +159,8 @@ private:
     std::vector<uint32_t> capabilities_, extensions_, imports_, memory_model_, entry_points_,
         execution_modes_, debug_, annotations_, types_, fn_head_, fn_vars_, fn_body_;
     std::vector<uint32_t> interface_;  // Input variables listed in the entry point
+    std::vector<std::vector<uint32_t>> modes_;  // main's execution modes beyond its local size
+    std::vector<std::string> extension_names_;
     std::map<std::vector<uint32_t>, uint32_t> made_;  // types and constants by their defining words
     bool in_main_ = false;
 };

@@ -623,6 +623,7 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
             go::Build b;
             b.fma = f;
             b.expf_fused = go::host_expf_fused();
+            b.exact_floats = true;  // as a card with float controls (every current driver) loads them
             out.push_back({std::string(k.name) + (f == gpu::shader::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
         }
     return out;
