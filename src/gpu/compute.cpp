@@ -192,7 +192,9 @@ struct Gpu::Impl {
     std::map<uint64_t, Buf> bufs;
     std::map<uint64_t, Pipe> pipes;
     std::map<uint64_t, Seq> seqs;
-    bool f64 = false, float_controls = false;
+    bool f64 = false;
+    Gpu::FloatControls float_controls;
+    std::string float_controls_detail = "no Vulkan 1.2 properties";
     uint64_t next_id = 1, allocated = 0;
     bool pending = false;
     int spin_us = SPIN_US;
@@ -363,8 +365,14 @@ Gpu Gpu::open(size_t index) {
         p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
         p2.pNext = &fc;
         L.props2(pd, &p2);
-        d->float_controls = fc.shaderDenormPreserveFloat32 && fc.shaderSignedZeroInfNanPreserveFloat32 &&
-                            (!d->f64 || (fc.shaderDenormPreserveFloat64 && fc.shaderSignedZeroInfNanPreserveFloat64));
+        d->float_controls = {fc.shaderDenormPreserveFloat32 == VK_TRUE, fc.shaderDenormPreserveFloat64 == VK_TRUE,
+                             fc.shaderSignedZeroInfNanPreserveFloat32 == VK_TRUE,
+                             fc.shaderSignedZeroInfNanPreserveFloat64 == VK_TRUE};
+        auto yn = [](VkBool32 b) { return b ? "yes" : "no"; };
+        d->float_controls_detail = std::string("denorm preserve f32 ") + yn(fc.shaderDenormPreserveFloat32) + ", f64 " +
+                                   yn(fc.shaderDenormPreserveFloat64) + "; signed zero/inf/nan preserve f32 " +
+                                   yn(fc.shaderSignedZeroInfNanPreserveFloat32) + ", f64 " +
+                                   yn(fc.shaderSignedZeroInfNanPreserveFloat64);
     }
     di.pEnabledFeatures = &want;
     // Where the driver can say what its compiler made of each kernel (registers, code size), ask
@@ -678,7 +686,8 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
 }
 
 bool Gpu::has_f64() const { return d_->f64; }
-bool Gpu::float_controls() const { return d_->float_controls; }
+const Gpu::FloatControls& Gpu::float_controls() const { return d_->float_controls; }
+const std::string& Gpu::float_controls_detail() const { return d_->float_controls_detail; }
 std::vector<double> Gpu::step_us() const { return d_->step_us; }
 
 Sequence Gpu::record(std::span<const Step> steps, bool profile) {

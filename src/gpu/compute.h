@@ -123,9 +123,14 @@ public:
 
     // True when the card runs shaders with 64-bit floats (shaderFloat64, enabled at open).
     bool has_f64() const;
-    // True when shaders may ask the card to preserve subnormals and signed zeros, infinities and
-    // NaN for 32-bit floats and, where has_f64(), 64-bit ones (Vulkan 1.2's float controls).
-    bool float_controls() const;
+    // Which of Vulkan 1.2's float controls shaders may ask of the card: preserve subnormals, and
+    // preserve signed zeros, infinities and NaN (no x + 0 folded to x), for 32- and 64-bit floats.
+    struct FloatControls {
+        bool denorm32 = false, denorm64 = false, signed_zero32 = false, signed_zero64 = false;
+    };
+    const FloatControls& float_controls() const;
+    // What the card reports of them ("denorm preserve f32 yes, f64 no; ...").
+    const std::string& float_controls_detail() const;
     // Records steps into a sequence owned by this card; a barrier ends it so the host may read
     // every output once wait() returns.
     // `profile`: a timestamp after every step, read by step_us() after wait().

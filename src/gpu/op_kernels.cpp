@@ -154,7 +154,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
 // ---------------------------------------------------------------- rms_norm
 
 std::vector<uint32_t> rms_norm(const Build& b) {
-    Shader s(NORM_LOCAL, true, b.fma, b.exact_floats);
+    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
     auto x = buffer<K::f32>(0, false, "x");
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
@@ -226,7 +226,7 @@ F32 swiglu_one(F32 g, F32 u) { return div_exact(g, f32c(1.0f) + v_expf(f32c(0.0f
 // Q8_0 quantization as the CPU's quantize_row_q8_0 (amax, d = amax/127 to f16, id = 127/amax,
 // round half even of x·id), then the Q1_0 table (kernels.h, binding 3) and the f16 rounding.
 std::vector<uint32_t> prep_act(const Build& b) {
-    Shader s(128, true, b.fma, b.exact_floats);
+    Shader s(128, true, b.fma, b.float_modes);
     auto x = buffer<K::f32>(0, true, "x");
     auto table = buffer<K::f32>(1, false, "lane_products");
     auto q8 = buffer<K::i32>(2, false, "q8");
@@ -292,7 +292,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // order. The per-block products are independent: 32 invocations per row compute them, one adds
 // them in order.
 std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
-    Shader s(256, false, b.fma, b.exact_floats);
+    Shader s(256, false, b.fma, b.float_modes);
     auto scales = buffer<K::u32>(0, true, "scales");
     auto codes = buffer<K::u32>(1, true, "codes");
     auto q8 = buffer<K::i32>(2, true, "q8");
@@ -345,7 +345,7 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
 // an fma; then sum0 += sum2, sum1 += sum3, sum0 += sum1 per lane, and (l0+l4 + l1+l5) +
 // (l2+l6 + l3+l7). Invocation `lane` of a row is accumulator (lane/8, lane%8).
 std::vector<uint32_t> f16_mat_vec(const Build& b) {
-    Shader s(256, b.fma == Fma::exact, b.fma, b.exact_floats);
+    Shader s(256, b.fma == Fma::exact, b.fma, b.float_modes);
     auto w = buffer<K::u32>(0, true, "w");
     auto x = buffer<K::u32>(1, true, "x");
     auto out = buffer<K::f32>(2, false, "out");
@@ -388,7 +388,7 @@ constexpr uint32_t HEAD_LOCAL = 64, HEAD_MAX = 256;
 // position's table: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c). Query heads go to q; key
 // heads are rounded to f16 into the cache, with their value heads beside them.
 std::vector<uint32_t> head_norm_rope(const Build& b) {
-    Shader s(HEAD_LOCAL, true, b.fma, b.exact_floats);
+    Shader s(HEAD_LOCAL, true, b.fma, b.float_modes);
     auto qkv = buffer<K::f32>(0, true, "qkv");
     auto w = buffer<K::f32>(1, true, "w");
     auto state = buffer<K::u32>(2, true, "state");
@@ -459,7 +459,7 @@ F32 f16_round(F32 x) { return f16_value(f16_bits(x)); }
 // Then each of the D output elements walks the positions in order, y = f16(y·ms) (an identity
 // where ms = 1) and y = f16(fma(v, vs, y)); S = fma(S, ms, vs) walks them once; out = y·(1/S).
 std::vector<uint32_t> attention(const Build& b) {
-    Shader s(ATT_LOCAL, true, b.fma, b.exact_floats);
+    Shader s(ATT_LOCAL, true, b.fma, b.float_modes);
     auto q = buffer<K::f32>(0, true, "q");
     auto kc = buffer<K::u32>(1, true, "k_cache");
     auto vc = buffer<K::u32>(2, true, "v_cache");
@@ -556,7 +556,7 @@ std::vector<uint32_t> attention(const Build& b) {
 // ggml_vec_swiglu_f32: silu(g)·u with silu(x) = x / (1 + v_expf(0 - x)) (n is a multiple of 8,
 // so the C library's expf tail never runs).
 std::vector<uint32_t> swiglu(const Build& b) {
-    Shader s(256, true, b.fma, b.exact_floats);
+    Shader s(256, true, b.fma, b.float_modes);
     auto gu = buffer<K::f32>(0, true, "gate_up");
     auto h = buffer<K::f32>(1, false, "out");
     push_constants(1);
@@ -571,7 +571,7 @@ std::vector<uint32_t> swiglu(const Build& b) {
 // ---------------------------------------------------------------- expf probe
 
 std::vector<uint32_t> expf_probe(const Build& b) {
-    Shader s(256, true, b.fma, b.exact_floats);
+    Shader s(256, true, b.fma, b.float_modes);
     auto x = buffer<K::u32>(0, true, "x");
     auto out = buffer<K::u32>(1, false, "out");
     push_constants(1);
@@ -586,7 +586,9 @@ Build build_for(const Gpu& card, bool native_fma) {
     Build b;
     b.fma = native_fma ? Fma::native : Fma::exact;
     b.expf_fused = host_expf_fused();
-    b.exact_floats = card.float_controls();
+    const Gpu::FloatControls& fc = card.float_controls();
+    b.float_modes = (fc.denorm32 ? DENORM32 : 0) | (fc.denorm64 ? DENORM64 : 0) | (fc.signed_zero32 ? SIGNED_ZERO32 : 0) |
+                    (fc.signed_zero64 ? SIGNED_ZERO64 : 0);
     return b;
 }
 

@@ -28,12 +28,12 @@ inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_ROPE = 4;
 
 // What a kernel's code depends on besides its shape: the f32 Fma path the card proved, and
 // whether the host's expf fuses its multiply-adds (glibc's FMA build).
-// exact_floats: the modules ask the card to keep subnormals and signed zeros (Gpu::float_controls);
-// a card that flushes subnormals by default (NVIDIA's) gives the CPU's bits only with them.
+// float_modes: the float controls the modules ask for (shader::FloatModes), all the card offers:
+// a card that flushes subnormals unless asked (NVIDIA's) gives the CPU's bits only with them.
 struct Build {
     shader::Fma fma = shader::Fma::exact;
     bool expf_fused = true;
-    bool exact_floats = false;
+    uint32_t float_modes = 0;
 };
 
 // The build a card may use: native Fma where it proved it, the host's expf variant, and the float

@@ -36,19 +36,23 @@ uint32_t type(K k) {
     return 0;
 }
 
-Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, bool exact_floats) : fma(f), prev_(g_cur) {
+Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f), prev_(g_cur) {
     g_cur = this;
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
-    if (exact_floats) {
-        m.extension("SPV_KHR_float_controls");
-        m.capability(CapabilityDenormPreserve);
-        m.capability(CapabilitySignedZeroInfNanPreserve);
-        for (uint32_t width : uses_f64 ? std::vector<uint32_t>{32, 64} : std::vector<uint32_t>{32}) {
-            m.execution_mode(ExecutionModeDenormPreserve, {width});
-            m.execution_mode(ExecutionModeSignedZeroInfNanPreserve, {width});
+    if (!uses_f64) modes &= DENORM32 | SIGNED_ZERO32;
+    if (modes) m.extension("SPV_KHR_float_controls");
+    const struct { uint32_t bit, cap, mode, width; } table[] = {
+        {DENORM32, CapabilityDenormPreserve, ExecutionModeDenormPreserve, 32},
+        {DENORM64, CapabilityDenormPreserve, ExecutionModeDenormPreserve, 64},
+        {SIGNED_ZERO32, CapabilitySignedZeroInfNanPreserve, ExecutionModeSignedZeroInfNanPreserve, 32},
+        {SIGNED_ZERO64, CapabilitySignedZeroInfNanPreserve, ExecutionModeSignedZeroInfNanPreserve, 64},
+    };
+    for (const auto& t : table)
+        if (modes & t.bit) {
+            m.capability(t.cap);
+            m.execution_mode(t.mode, {t.width});
         }
-    }
     m.begin_main();
 }
 Shader::~Shader() { g_cur = prev_; }

@@ -45,14 +45,15 @@ uint32_t type(K k);
 // (kernels::probe_native_fma), else through double with round-to-odd (exact on every card with
 // correctly rounded double adds and multiplies).
 enum class Fma { exact, native };
+enum FloatModes : uint32_t { DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8 };
 
 class Shader {
 public:
     // A compute module with local size (local_x, 1, 1); uses_f64 adds the Float64 capability.
-    // exact_floats: the float-controls modes that keep subnormals and the sign of zero (denormals
-    // preserved, no folding of x + 0), for 32-bit floats and, with uses_f64, 64-bit ones; a card
-    // must offer them (Gpu::float_controls) for the kernel to load.
-    Shader(uint32_t local_x, bool uses_f64, Fma fma = Fma::exact, bool exact_floats = false);
+    // modes: the float-controls execution modes to declare (FloatModes bits), each only where the
+    // card offers it (Gpu::float_controls): subnormals preserved, and signed zeros, infinities and
+    // NaN preserved (no x + 0 folded to x), for 32-bit floats and, with uses_f64, 64-bit ones.
+    Shader(uint32_t local_x, bool uses_f64, Fma fma = Fma::exact, uint32_t modes = 0);
     ~Shader();
     Shader(const Shader&) = delete;
     Shader& operator=(const Shader&) = delete;

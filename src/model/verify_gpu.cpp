@@ -623,7 +623,7 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
             go::Build b;
             b.fma = f;
             b.expf_fused = go::host_expf_fused();
-            b.exact_floats = true;  // as a card with float controls (every current driver) loads them
+            b.float_modes = gpu::shader::DENORM32 | gpu::shader::DENORM64 | gpu::shader::SIGNED_ZERO32 | gpu::shader::SIGNED_ZERO64;
             out.push_back({std::string(k.name) + (f == gpu::shader::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
         }
     return out;
