@@ -85,12 +85,12 @@ void refused(const char* kernel, size_t word) {
         code = e.code;
     }
     CHECK_EQ(code, 2);
-    CHECK_EQ(calls, 1u);  // the first case fails; nothing after it runs
+    CHECK_GT(calls, 0u);  // every case of the kernel runs (and fails): one run names them all
     CHECK(what.find(std::string(kernel) + " ") == 0);
     CHECK(what.find("[" + std::to_string(word) + "] differs (card ") != std::string::npos);
     CHECK(what.find(", CPU ") != std::string::npos);
-    REQUIRE_EQ(checks.size(), 1u);
-    CHECK(!checks[0].bit_exact);
+    REQUIRE_EQ(checks.size(), size_t(calls));
+    for (const auto& c : checks) CHECK(!c.bit_exact);
     if (what.find("differs") == std::string::npos) std::printf("    got: %s\n", what.c_str());
 }
 
@@ -176,7 +176,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
     CHECK_EQ(text.code, 2);
     CHECK(text.out.find("q1_0_mat_vec8 267×512 random: 267 of 267 rows bit-exact") != std::string::npos);
     CHECK(text.out.find("NOT VERIFIED — rms_norm 1×1000 (random): y[3] differs (card ") != std::string::npos);
-    // A corrupted op kernel refuses the card whole, in the JSON too: the failing check comes last.
+    // A corrupted op kernel refuses the card whole, in the JSON too, each of its checks marked.
     auto bad = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify --json");
     CHECK_EQ(bad.code, 2);
     auto b = json::parse(bad.out);
@@ -185,8 +185,13 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
     CHECK(b["devices"][0]["reason"].as_string().find("rms_norm 1×1000 (random): y[3] differs") == 0);
     const json::Value& ks = b["devices"][0]["kernels"];
     REQUIRE(ks.size() > 0);
-    CHECK_EQ(ks[ks.size() - 1]["name"].as_string(), "rms_norm");
-    CHECK(!ks[ks.size() - 1]["bit_exact"].as_bool());
+    size_t failed = 0, others_failed = 0;
+    for (size_t i = 0; i < ks.size(); ++i) {
+        if (ks[i]["bit_exact"].as_bool()) continue;
+        (ks[i]["name"].as_string() == "rms_norm" ? failed : others_failed)++;
+    }
+    CHECK_GT(failed, (size_t)0);
+    CHECK_EQ(others_failed, (size_t)0);
 }
 
 // A model opens on the card only after the card passed every op kernel (small shapes): a card

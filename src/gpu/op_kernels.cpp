@@ -587,8 +587,10 @@ Build build_for(const Gpu& card, bool native_fma) {
     b.fma = native_fma ? Fma::native : Fma::exact;
     b.expf_fused = host_expf_fused();
     const Gpu::FloatControls& fc = card.float_controls();
-    b.float_modes = (fc.denorm32 ? DENORM32 : 0) | (fc.denorm64 ? DENORM64 : 0) | (fc.signed_zero32 ? SIGNED_ZERO32 : 0) |
-                    (fc.signed_zero64 ? SIGNED_ZERO64 : 0);
+    // Without DenormPreserve for 32 bits a card may flush f32 subnormals (NVIDIA's does): then
+    // every f32 operation goes through double (soft f32).
+    b.float_modes = (fc.denorm32 ? DENORM32 : SOFT_F32) | (fc.denorm64 ? DENORM64 : 0) |
+                    (fc.signed_zero32 ? SIGNED_ZERO32 : 0) | (fc.signed_zero64 ? SIGNED_ZERO64 : 0);
     return b;
 }
 

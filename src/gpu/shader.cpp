@@ -17,6 +17,13 @@ constexpr bool is_float(K k) { return k == K::f32 || k == K::f64; }
 constexpr bool is_signed(K k) { return k == K::i32; }
 }  // namespace
 
+// Soft f32 (Shader::soft_f32): each f32 operation in double, rounded to f32 by integers where the
+// result is subnormal, so a card that flushes f32 subnormals still gives IEEE's (the CPU's) bits.
+static F32 soft_add(F32 a, F32 b);
+static F32 soft_mul(F32 a, F32 b);
+static Bool soft_cmp(uint16_t fop, F32 a, F32 b);
+static bool soft() { return cur().soft_f32; }
+
 Shader& cur() {
     if (!g_cur) throw Error("shader: no shader is being written on this thread");
     return *g_cur;
@@ -38,6 +45,9 @@ uint32_t type(K k) {
 
 Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f), prev_(g_cur) {
     g_cur = this;
+    soft_f32 = (modes & SOFT_F32) != 0;
+    uses_f64 = uses_f64 || soft_f32;
+    modes &= ~uint32_t(SOFT_F32);
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
     if (!uses_f64) modes &= DENORM32 | SIGNED_ZERO32;
@@ -68,10 +78,26 @@ F32 f32c(float v) { return F32(mod().c_f32(v)); }
 F64 f64c(double v) { return F64(mod().c_f64(v)); }
 Bool boolc(bool v) { return Bool(mod().c_bool(v)); }
 
-template <K k> V<k> operator+(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFAdd : OpIAdd, type(k), {a.id, b.id})); }
-template <K k> V<k> operator-(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFSub : OpISub, type(k), {a.id, b.id})); }
-template <K k> V<k> operator*(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFMul : OpIMul, type(k), {a.id, b.id})); }
-template <K k> V<k> operator-(V<k> a) { return V<k>(op(is_float(k) ? OpFNegate : OpSNegate, type(k), {a.id})); }
+template <K k> V<k> operator+(V<k> a, V<k> b) {
+    if constexpr (k == K::f32)
+        if (soft()) return soft_add(a, b);
+    return V<k>(op(is_float(k) ? OpFAdd : OpIAdd, type(k), {a.id, b.id}));
+}
+template <K k> V<k> operator-(V<k> a, V<k> b) {
+    if constexpr (k == K::f32)
+        if (soft()) return soft_add(a, -b);
+    return V<k>(op(is_float(k) ? OpFSub : OpISub, type(k), {a.id, b.id}));
+}
+template <K k> V<k> operator*(V<k> a, V<k> b) {
+    if constexpr (k == K::f32)
+        if (soft()) return soft_mul(a, b);
+    return V<k>(op(is_float(k) ? OpFMul : OpIMul, type(k), {a.id, b.id}));
+}
+template <K k> V<k> operator-(V<k> a) {
+    if constexpr (k == K::f32)
+        if (soft()) return F32(op(OpBitcast, type(K::f32), {op(OpBitwiseXor, type(K::u32), {op(OpBitcast, type(K::u32), {a.id}), mod().c_u32(0x80000000u)})}));
+    return V<k>(op(is_float(k) ? OpFNegate : OpSNegate, type(k), {a.id}));
+}
 U32 operator/(U32 a, U32 b) { return U32(op(OpUDiv, type(K::u32), {a.id, b.id})); }
 U32 operator%(U32 a, U32 b) { return U32(op(OpUMod, type(K::u32), {a.id, b.id})); }
 U32 operator&(U32 a, U32 b) { return U32(op(OpBitwiseAnd, type(K::u32), {a.id, b.id})); }
@@ -83,6 +109,8 @@ U32 operator>>(U32 a, U32 b) { return U32(op(OpShiftRightLogical, type(K::u32), 
 I32 operator>>(I32 a, U32 b) { return I32(op(OpShiftRightArithmetic, type(K::i32), {a.id, b.id})); }
 
 template <K k> static Bool cmp(uint16_t fop, uint16_t uop, uint16_t sop, V<k> a, V<k> b) {
+    if constexpr (k == K::f32)
+        if (soft()) return soft_cmp(fop, a, b);
     return Bool(op(is_float(k) ? fop : is_signed(k) ? sop : uop, type(K::b), {a.id, b.id}));
 }
 template <K k> Bool operator<(V<k> a, V<k> b) { return cmp(OpFOrdLessThan, OpULessThan, OpSLessThan, a, b); }
@@ -124,8 +152,30 @@ template <> UVec2 select(Bool c, UVec2 a, UVec2 b) { return uvec2(select(c, lo(a
 #undef BANKML_SHADER_ARITH
 #undef BANKML_SHADER_CMP
 
-F64 f64(F32 x) { return F64(op(OpFConvert, type(K::f64), {x.id})); }
-F32 f32(F64 x) { return F32(op(OpFConvert, type(K::f32), {x.id})); }
+F64 f64(F32 x) {
+    F64 hw(op(OpFConvert, type(K::f64), {x.id}));
+    if (!soft()) return hw;
+    // A subnormal (or zero) float is its mantissa times 2^-149, exactly, whatever the card does
+    // with subnormal inputs; doubles are never subnormal here.
+    U32 b = bits(x), mag = b & 0x7fffffffu;
+    F64 m = F64(op(OpConvertUToF, type(K::f64), {mag.id})) * f64c(0x1p-149);
+    F64 sm = select((b >> 31u) == 1u, F64(op(OpFNegate, type(K::f64), {m.id})), m);
+    return select(mag < 0x00800000u, sm, hw);
+}
+F32 f32(F64 x) {
+    F32 hw(op(OpFConvert, type(K::f32), {x.id}));
+    if (!soft()) return hw;
+    // Below the smallest normal float: the subnormal's mantissa is |x|·2^149 rounded to nearest
+    // even (exact scaling; 2^23 becomes the smallest normal by itself), the sign put back.
+    UVec2 xb = bits(x);
+    U32 sign = hi(xb) & 0x80000000u;
+    F64 a = f64_bits(uvec2(lo(xb), hi(xb) & 0x7fffffffu));
+    Bool small = a < f64c(0x1p-126);
+    F64 q = a * f64c(0x1p149);
+    F64 r(ext(type(K::f64), GlslRoundEven, {q.id}));
+    U32 m(op(OpConvertFToU, type(K::u32), {r.id}));
+    return select(small, f32_bits(sign | m), hw);
+}
 F32 f32(I32 x) { return F32(op(OpConvertSToF, type(K::f32), {x.id})); }
 I32 i32(F32 x) { return I32(op(OpConvertFToS, type(K::i32), {x.id})); }
 U32 bits(F32 x) { return U32(op(OpBitcast, type(K::u32), {x.id})); }
@@ -144,10 +194,27 @@ static F32 unpack_half(U32 w, uint32_t which) {
 }
 F32 unpack_half_lo(U32 w) { return unpack_half(w, 0); }
 F32 unpack_half_hi(U32 w) { return unpack_half(w, 1); }
-F32 fabs(F32 x) { return F32(ext(type(K::f32), GlslFAbs, {x.id})); }
-F32 fmax(F32 a, F32 b) { return F32(ext(type(K::f32), GlslFMax, {a.id, b.id})); }
-F32 round_even(F32 x) { return F32(ext(type(K::f32), GlslRoundEven, {x.id})); }
-Bool is_nan(F32 x) { return Bool(op(OpIsNan, type(K::b), {x.id})); }
+F32 fabs(F32 x) {
+    if (soft()) return f32_bits(bits(x) & 0x7fffffffu);
+    return F32(ext(type(K::f32), GlslFAbs, {x.id}));
+}
+F32 fmax(F32 a, F32 b) {
+    if (soft()) return select(is_nan(a) || b > a, b, a);
+    return F32(ext(type(K::f32), GlslFMax, {a.id, b.id}));
+}
+F32 round_even(F32 x) {
+    if (soft()) return f32(F64(ext(type(K::f64), GlslRoundEven, {f64(x).id})));
+    return F32(ext(type(K::f32), GlslRoundEven, {x.id}));
+}
+Bool is_nan(F32 x) {
+    if (soft()) return (bits(x) & 0x7fffffffu) > 0x7f800000u;
+    return Bool(op(OpIsNan, type(K::b), {x.id}));
+}
+
+static F32 soft_mul(F32 a, F32 b) { return f32(f64(a) * f64(b)); }  // the double product is exact
+static Bool soft_cmp(uint16_t fop, F32 a, F32 b) {
+    return Bool(op(fop, type(K::b), {f64(a).id, f64(b).id}));
+}
 
 template <K k> V<k> Var<k>::get() const { return V<k>(mod().load(type(k), ptr)); }
 template <K k> void Var<k>::set(V<k> v) const { mod().store(ptr, v.id); }
@@ -254,8 +321,16 @@ static F64 round_odd(F64 s, F64 e) {
     return f64_bits(select(inexact && even, stepped, sb));
 }
 
+// The double sum of two floats may need more than 53 bits: rounded to odd, then to f32, it is
+// rounded once (53 >= 24 + 2).
+static F32 soft_add(F32 a, F32 b) {
+    auto [s, e] = two_sum(f64(a), f64(b));
+    return f32(select(e == e, round_odd(s, e), s));
+}
+
 F32 fma_f32(F32 a, F32 b, F32 c) {
-    if (cur().fma == Fma::native) return F32(ext(type(K::f32), GlslFma, {a.id, b.id, c.id}));
+    // A card that flushes subnormals flushes them in its Fma too: soft f32 takes the exact path.
+    if (cur().fma == Fma::native && !soft()) return F32(ext(type(K::f32), GlslFma, {a.id, b.id, c.id}));
     F64 p = f64(a) * f64(b);  // exact: 48 bits
     auto [s, e] = two_sum(p, f64(c));
     // Infinities and NaN: the plain sum says what IEEE's fma says.

@@ -45,7 +45,8 @@ uint32_t type(K k);
 // (kernels::probe_native_fma), else through double with round-to-odd (exact on every card with
 // correctly rounded double adds and multiplies).
 enum class Fma { exact, native };
-enum FloatModes : uint32_t { DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8 };
+// SOFT_F32 asks for Shader::soft_f32 (for a card without DENORM32).
+enum FloatModes : uint32_t { DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8, SOFT_F32 = 16 };
 
 class Shader {
 public:
@@ -60,6 +61,9 @@ public:
 
     spirv::Module m;
     Fma fma;
+    // Every f32 operation through double, subnormal results rounded by integers: for cards that
+    // flush f32 subnormals (they offer no DenormPreserve for 32 bits).
+    bool soft_f32 = false;
     uint32_t push_var = 0, local_var = 0, group_var = 0, global_var = 0;  // made on first use
     // The module's words (closes main).
     std::vector<uint32_t> finish();

@@ -79,6 +79,7 @@ public:
     }
 
     std::vector<std::string> lines;
+    std::vector<std::string> failures;  // every check that differed, in order
 
     // The kernel's pipeline, built once, after checking the card can run it.
     const gpu::Pipeline& pipe(const std::string& name) {
@@ -140,7 +141,9 @@ public:
                            ", CPU " + show(o.want[i], o.kind) + ")";
             if (!diff.empty()) {
                 if (opt_.checks) opt_.checks->push_back({kernel, shape, words, false, ms});
-                throw Error(kernel + " " + shape + ": " + diff, 2);
+                // Every kernel is still tried, so one run names all that differ.
+                failures.push_back(kernel + " " + shape + ": " + diff);
+                return;
             }
         }
         if (opt_.checks) opt_.checks->push_back({kernel, shape, words, true, ms});
@@ -643,6 +646,12 @@ std::vector<std::string> verify_ops(gpu::Gpu& gpu, const go::Build& build, const
     if (want("attention")) verify_attention(R, rng, opt.full);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, opt.exhaustive);
+    if (!R.failures.empty()) {
+        std::string why = R.failures[0];
+        for (size_t i = 1; i < R.failures.size() && i < 6; ++i) why += "; " + R.failures[i];
+        if (R.failures.size() > 6) why += "; and " + std::to_string(R.failures.size() - 6) + " more";
+        throw Error(why, 2);
+    }
     return std::move(R.lines);
 }
 
