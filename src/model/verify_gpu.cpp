@@ -107,7 +107,15 @@ public:
         live_.push_back(b);
         return &live_.back();
     }
-    gpu::Buffer* poisoned(size_t n) { return upload(std::vector<uint32_t>(n, POISON)); }
+    // An output: host-cached memory where the card has it (reading device memory across the bus
+    // uncached made the every-float expf check take minutes), filled with the poison word.
+    gpu::Buffer* poisoned(size_t n) {
+        gpu::Buffer b = gpu_.readback_buffer(std::max<size_t>(n, 1) * 4);
+        std::vector<uint32_t> w(std::max<size_t>(n, 1), POISON);
+        gpu_.write(b, std::span<const uint32_t>(w));
+        live_.push_back(b);
+        return &live_.back();
+    }
     void release() {
         for (gpu::Buffer& b : live_) gpu_.free(b);
         live_.clear();
