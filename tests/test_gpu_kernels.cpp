@@ -19,7 +19,7 @@ using namespace bankml::gpu;
 // The card these tests use (tests/gpu_device.h).
 static Gpu* test_gpu() {
     bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP(t.why);
+    if (!t.gpu) SKIP("gpu", t.why);
     return t.gpu.get();
 }
 
@@ -255,7 +255,7 @@ TEST(native_kernels_follow_the_cpu_order) {
     bool unfused = seen.size() == t.size();
     for (size_t i = 0; i < t.size() && unfused; ++i)
         if (std::strcmp(t[i].kind, "subnormal")) unfused = fbits(seen[i]) == fbits(unfused_fma(t[i].a, t[i].b, t[i].c));
-    if (!probe.native && !unfused) SKIP("this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
+    if (!probe.native && !unfused) SKIP("gpu", "this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
     auto outer = [&](float a, float b, float c) { return probe.native ? std::fma(a, b, c) : unfused_fma(a, b, c); };
     size_t rows = 333, n = 1152;  // a partial last workgroup of both kernels (256 + 77; 10·32 + 13)
     std::mt19937_64 rng(17);
@@ -351,8 +351,6 @@ TEST(fma_exact_on_the_card) {
 TEST(gpu_verify_command_lines_and_dump_spirv) {
     std::string dir = bt::temp_dir();
     auto r = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " gpu --verify");
-    if (r.out.find("unknown") != std::string::npos || r.err.find("unknown") != std::string::npos)
-        SKIP("bankml gpu --verify is not wired into src/cmd/gpu.cpp yet");
     CHECK_EQ(r.code, 0);
     CHECK_EQ(r.out, "bankml gpu --verify: no usable GPU found; bankml runs on the CPU\n");
     auto d = bt::run_cmd(bt::bankml_bin() + " gpu --dump-spirv " + dir + "/spv");
@@ -362,7 +360,7 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
     // `bankml gpu --verify` itself), and a corrupted row is refused.
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run the full --verify on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the full --verify on");
     auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(ok.code, 0);
     CHECK(ok.out.find("q1_0_mat_vec8 267×512 random: 267 of 267 rows bit-exact") != std::string::npos);
@@ -385,7 +383,7 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
 TEST(vulkan_validation_reports_nothing) {
     Gpu* g = test_gpu();
     (void)g;
-    if (!Gpu::validation_enabled()) SKIP("VK_LAYER_KHRONOS_validation is not installed (or the GPU tests were not first to use Vulkan)");
+    if (!Gpu::validation_enabled()) SKIP("gpu", "VK_LAYER_KHRONOS_validation is not installed (or the GPU tests were not first to use Vulkan)");
     auto msgs = Gpu::validation_messages();
     for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
     CHECK_EQ(msgs.size(), 0u);
@@ -394,7 +392,7 @@ TEST(vulkan_validation_reports_nothing) {
 TEST(bench_gpu_quick_runs_on_lavapipe) {
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run the benchmark on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the benchmark on");
     auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
     CHECK_EQ(r.code, 0);
     CHECK(r.out.find("empty dispatch round trip") != std::string::npos);

@@ -67,7 +67,7 @@ TEST(gpu_statistic_lines_are_checked_for_form) {
 
 TEST(gpu_pipeline_statistics_are_name_value_lines_where_the_card_offers_them) {
     bt::TestGpu& s = bt::test_gpu_device();
-    if (!s.gpu) SKIP(s.why);
+    if (!s.gpu) SKIP("gpu", s.why);
     Gpu& g = *s.gpu;
     // Compute enables the extension exactly when the device offers it.
     CHECK_EQ(g.has_pipeline_statistics(), device_offers_statistics(s.index));

@@ -81,7 +81,7 @@ const WeightType TYPES[] = {WeightType::Q1_0, WeightType::Q2_0, WeightType::F16}
 }  // namespace
 
 TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C: the fast path is the reference here");
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C: the fast path is the reference here");
     std::mt19937 g(11);
     for (WeightType t : TYPES) {
         const size_t step = t == WeightType::F16 ? 32 : block_size(t);
@@ -238,7 +238,7 @@ TEST(quant_kernels_env_forces_the_reference) {
 // The Q1_0 fast loops, batch and decode (AVX-VNNI where the CPU has it, AVX2 otherwise and for
 // columns holding -128) against the reference, on quantized columns (no -128) and raw ones (with -128).
 TEST(quant_q1_0_vnni_and_avx2_loops_equal_reference) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C");
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C");
     std::mt19937 g(21);
     std::normal_distribution<float> nd;
     const size_t rows = 23, cols = 1024, ncols = 6;
