@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "gpu/gpu.h"
 #include "gpu/worker.h"
+#include "gpu/compute.h"
+#include "gpu_device.h"
 #include "model/forward.h"
 #include "quant/dot.h"
 #include "test.h"
@@ -46,6 +48,7 @@ bool any_vulkan_device() {
 
 // A worker on the first selected card, software renderers allowed, half of the rows.
 std::unique_ptr<gpu::Worker> test_worker(const gpu::WorkerOptions& extra = {}) {
+    bt::test_gpu_device();  // the process's first Vulkan use: the validation layers are on for the workers too
     EnvScope soft("BANKML_GPU_ALLOW_SOFTWARE", "1"), sel("BANKML_GPU", nullptr);
     if (!any_vulkan_device()) SKIP("gpu", "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)");
     gpu::WorkerOptions opt = extra;
@@ -241,4 +244,16 @@ TEST(worker_never_opens_a_software_renderer_by_default) {
     CHECK(gpu::Worker::open(opt) == nullptr);
     EnvScope off("BANKML_GPU", "off"), soft2("BANKML_GPU_ALLOW_SOFTWARE", "1");
     CHECK(gpu::Worker::open(opt) == nullptr);
+}
+
+// Runs last in this file: every Vulkan call the workers made (opening, verifying, uploading,
+// dispatching, reading back, closing) went through the validation layers, which said nothing.
+TEST(worker_vulkan_validation_reports_nothing) {
+    bt::TestGpu& t = bt::test_gpu_device();
+    if (!t.gpu) SKIP("gpu", t.why);
+    if (!gpu::Gpu::validation_enabled())
+        SKIP("gpu", "VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers), or Vulkan was in use before the GPU tests");
+    auto msgs = gpu::Gpu::validation_messages();
+    for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
+    CHECK_EQ(msgs.size(), 0u);
 }

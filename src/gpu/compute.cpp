@@ -101,6 +101,18 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
     return pe.pipelineExecutableInfo == VK_TRUE;
 }
 
+const char* type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+        default: return "other";
+    }
+}
+
+}  // namespace
+
 // "Register Count 64": the statistic's name as the driver gives it, then its value.
 std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
     std::string line(s.name, strnlen(s.name, VK_MAX_DESCRIPTION_SIZE));
@@ -124,18 +136,6 @@ std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
     }
     return line + " " + v;
 }
-
-const char* type_name(VkPhysicalDeviceType t) {
-    switch (t) {
-        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-        default: return "other";
-    }
-}
-
-}  // namespace
 
 // The device-level entry points compute uses, from vkGetDeviceProcAddr.
 #define BANKML_VK_DEVICE_FNS(X)                                                                       \
