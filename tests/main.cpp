@@ -14,6 +14,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "core/cpu.h"
 #include "test.h"
 
 namespace bt {
@@ -66,6 +67,11 @@ Proc run_cmd(const std::string& cmd) {
     p.out = slurp_and_remove(o);
     p.err = slurp_and_remove(e);
     return p;
+}
+
+void fast_path_checked() {
+    if (!bankml::cpu_has_avx2_fma_f16c())
+        throw Skipped{"avx2", "no AVX2/FMA/F16C: the fast path is the reference here, so only the reference was checked"};
 }
 
 std::string bankml_bin() {

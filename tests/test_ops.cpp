@@ -143,6 +143,7 @@ TEST(ops_swiglu_fast_path_bit_identical_to_reference) {
             CHECK_NEAR(b[i], want, 1e-5 * std::fabs(want) + 1e-30);
         }
     }
+    bt::fast_path_checked();
 }
 
 TEST(ops_f16_dot_and_rounding_fast_paths_bit_identical_to_reference) {
@@ -178,6 +179,7 @@ TEST(ops_f16_dot_and_rounding_fast_paths_bit_identical_to_reference) {
         for (int i = 0; i < 8; i++) CHECK_EQ(out[i], want[i]);
         delete off;
     }
+    bt::fast_path_checked();
 }
 
 TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
@@ -269,4 +271,5 @@ TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
     }
     // Measured: the worst error is 0.21 of its f16 bound and 0.019 of its f32 bound.
     CHECK_GT(worst_h, 0.01);  // the f16 bound is not so loose that its path's roundings vanish in it
+    bt::fast_path_checked();
 }

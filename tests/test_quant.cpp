@@ -136,6 +136,7 @@ TEST(quant_f16_products_with_tails_match_reference) {
                     bt::fail(__FILE__, __LINE__, "cols " + std::to_string(cols) + " row " + std::to_string(r) + " column " + std::to_string(c));
             }
     }
+    bt::fast_path_checked();
 }
 
 TEST(quant_mat_mat_columns_equal_mat_vec) {
@@ -207,6 +208,7 @@ TEST(quant_q8_0_fast_equals_reference_with_ties_and_zero_blocks) {
     CHECK_EQ(int(q.qs[2]), -4);
     CHECK_EQ(int(q.qs[3]), 0);
     CHECK_EQ(f16_to_f32(q.d), f16_to_f32(f32_to_f16(1.0f)));
+    bt::fast_path_checked();
 }
 
 TEST(quant_q1_0_reference_small_cases_by_hand) {
@@ -251,6 +253,7 @@ TEST(quant_kernels_env_forces_the_reference) {
         CHECK(r.out.find("kernels: avx2+fma+f16c (") != std::string::npos);
         CHECK(r.out.find("vnni for") == std::string::npos);
     }
+    bt::fast_path_checked();
 }
 
 #include "quant/kernels_impl.h"
