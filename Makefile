@@ -20,12 +20,26 @@ TOBJS    := $(TSRCS:%.cpp=$(BUILD)/%.o)
 MAINOBJ  := $(BUILD)/bankml.o
 TESTBIN  := $(BUILD)/bankml_tests
 
+# One binary for any x86-64 Linux with glibc GLIBC_FLOOR or later (docs/modules/build.md): ./bankml links
+# against stubs of glibc's libraries that export each symbol only at its newest version not above
+# the floor, plus local definitions of the few newer symbols the compiler's own libraries call.
+# libpthread and libdl stay needed: before glibc 2.34 pthread_create and dlopen live there.
+# -z now binds every symbol at start, so a missing one stops the program before it does anything.
+GLIBC_FLOOR ?= 2.17
+STUBS    := $(BUILD)/glibc-$(GLIBC_FLOOR)
+COMPATOBJ := $(BUILD)/support/glibc-compat.o
+PORTABLE := -L$(STUBS) -Wl,--wrap=__libc_start_main -Wl,-z,now \
+            -Wl,--push-state,--no-as-needed -lpthread -ldl -Wl,--pop-state
+# Debian 11's C library (glibc 2.31), unpacked by `make old-glibc` or .ci/run, for the tests that run
+# ./bankml through an old loader; the tests skip without it unless BANKML_REQUIRE_OLD_GLIBC=1.
+OLD_GLIBC ?= $(HOME)/.cache/bankml/debian11-libc
+
 ASANBUILD := build-asan
 ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 VULKAN_H := $(firstword $(wildcard /usr/include/vulkan/vulkan.h /usr/local/include/vulkan/vulkan.h))
 
-.PHONY: all test check-asan bench run clean vulkan-headers
+.PHONY: all test check-asan bench run clean vulkan-headers old-glibc
 all: bankml
 
 # The Vulkan headers are the one build-time package: install them when we can, else say how.
@@ -38,8 +52,16 @@ ifeq ($(VULKAN_H),)
 	else echo "bankml: the Vulkan headers are missing; run: sudo apt-get install -y libvulkan-dev" >&2; exit 1; fi
 endif
 
-bankml: $(MAINOBJ) $(OBJS)
-	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
+bankml: $(MAINOBJ) $(OBJS) $(COMPATOBJ) $(STUBS)/libc.so.6 scripts/glibc-check.sh
+	$(CXX) $(LDFLAGS) -o $@ $(MAINOBJ) $(OBJS) $(COMPATOBJ) $(LINKFLAGS) $(PORTABLE) $(LDLIBS)
+	@scripts/glibc-check.sh $@ $(GLIBC_FLOOR)
+
+$(STUBS)/libc.so.6: scripts/glibc-stubs.sh
+	scripts/glibc-stubs.sh $(STUBS) $(GLIBC_FLOOR) $(CC)
+
+$(COMPATOBJ): support/glibc-compat.c Makefile
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -c $< -o $@
 
 $(BUILD)/%.o: %.cpp Makefile | vulkan-headers
 	@mkdir -p $(dir $@)
@@ -50,7 +72,10 @@ $(TESTBIN): $(TOBJS) $(OBJS)
 
 # T=pattern runs only the tests whose names contain the pattern. The binary is needed by CLI tests.
 test: bankml $(TESTBIN)
-	BANKML_BIN=$(CURDIR)/bankml ./$(TESTBIN) $(T)
+	BANKML_BIN=$(CURDIR)/bankml BANKML_GLIBC_FLOOR=$(GLIBC_FLOOR) BANKML_OLD_GLIBC=$(OLD_GLIBC) ./$(TESTBIN) $(T)
+
+old-glibc:
+	scripts/old-glibc.sh $(OLD_GLIBC)
 
 check-asan:
 	$(MAKE) BUILD=$(ASANBUILD) CXXFLAGS="$(ASANFLAGS)" LDFLAGS="-fsanitize=address,undefined" \

@@ -29,6 +29,7 @@ static const Command* const COMMANDS[] = {
     &bankml::cmd::detokenize_command,
     &bankml::cmd::chat_command,
     &bankml::cmd::perplexity_command,
+    &bankml::cmd::serve_command,
 };
 
 static const char* EXIT_CODES =

@@ -1,15 +1,67 @@
 #!/usr/bin/env bash
-# The measurements recorded in docs/PERFORMANCE.md for a GPU machine, in one go:
-# discovery, the on-card oracle, the GPU benchmark, then the CPU benchmarks on that host.
-# Usage: scripts/measure-gpu-machine.sh [OUTDIR]   (each step's output also lands in OUTDIR)
+# The GPU machine's measurements, in one run: the card verified, the GPU forward pass's logits
+# against the CPU's byte for byte on synthetic 1.7B and 8B models, and the decode speed of both
+# backends side by side (bankml bench --gpu on|off; llama.cpp too where a build is given).
+#
+#   scripts/measure-gpu-machine.sh [OUT_DIR] [PARTS]
+#
+# PARTS: a comma list of basics (discovery, the kernel bench), verify, check, speed, profile
+# (default: all of them). LLAMA_BENCH, when
+# set, is a llama-bench binary run on the same files. Models are written to $MODELS (default
+# /tmp/bankml-models) once.
 set -u
-out=${1:-${OUT:-/tmp/bankml-measure}}
-mkdir -p "$out"
+out=${1:-/tmp/bankml-measure}
+parts=${2:-basics,verify,check,speed,profile}
+models=${MODELS:-/tmp/bankml-models}
+mkdir -p "$out" "$models"
 bin=${BANKML:-./bankml}
-step() { local name=$1; shift; echo "=== $name: $*"; local t0=$SECONDS; "$@" 2>&1 | tee "$out/$name.txt"; echo "=== $name: exit ${PIPESTATUS[0]}, $((SECONDS - t0)) s"; }
-step version "$bin" version
-step gpu "$bin" gpu
-step verify "$bin" gpu --verify
-step bench-gpu "$bin" bench gpu
-step bench-kernels "$bin" bench kernels --quick
-step bench-model "$bin" bench --shape 1.7b --type q1_0 -p 64 -n 32 -r 2 -t "${BENCH_THREADS:-1,16}"
+has() { case ",$parts," in *",$1,"*) return 0 ;; esac; return 1; }
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+
+model() {  # shape type -> path (written once)
+  local f="$models/$1-$2.gguf"
+  [ -f "$f" ] || "$bin" synth --shape "$1" --type "$2" --seed 7 -o "$f" >/dev/null || return 1
+  echo "$f"
+}
+
+if has basics; then
+  log "discovery and the kernel bench"
+  { "$bin" version; "$bin" gpu; "$bin" bench gpu; } >"$out/basics.txt" 2>&1
+  grep -E "copy|round trip|share" "$out/basics.txt" | tee -a "$out/summary.txt"
+fi
+
+if has verify; then
+  log "gpu --verify"
+  "$bin" gpu --verify >"$out/verify.txt" 2>&1; echo "exit $?" >>"$out/verify.txt"
+  tail -3 "$out/verify.txt" | tee -a "$out/summary.txt"
+fi
+
+if has check; then
+  for mt in 1.7b:q1_0 8b:q1_0 1.7b:q2_0 1.7b:f16; do
+    m=$(model "${mt%%:*}" "${mt##*:}") || { log "synth $mt failed"; continue; }
+    toks=17,300,5,999,42,42,42,7
+    BANKML_GPU=off "$bin" run -m "$m" --tokens $toks -n 64 --logits "$out/cpu.f32" >"$out/cpu-ids.txt" 2>/dev/null
+    "$bin" run -m "$m" --tokens $toks -n 64 --logits "$out/gpu.f32" --json >"$out/gpu.json" 2>"$out/gpu-err.txt"
+    if cmp -s "$out/cpu.f32" "$out/gpu.f32"; then r="logits byte-identical"; else r="LOGITS DIFFER"; fi
+    log "check $mt: $r ($(stat -c %s "$out/gpu.f32") bytes; $(head -1 "$out/gpu-err.txt"))"
+    rm -f "$out/cpu.f32" "$out/gpu.f32"
+  done
+fi
+
+if has speed; then
+  for mt in 8b:q1_0 1.7b:q1_0 1.7b:q2_0; do
+    m=$(model "${mt%%:*}" "${mt##*:}") || continue
+    log "bench $mt"
+    "$bin" bench -m "$m" -p 0 -n 128 -r 2 --gpu on 2>&1 | tail -3 | tee -a "$out/summary.txt"
+    "$bin" bench -m "$m" -p 0 -n 32 -r 1 --gpu off 2>&1 | tail -1 | tee -a "$out/summary.txt"
+    if [ -n "${LLAMA_BENCH:-}" ]; then
+      "$LLAMA_BENCH" -m "$m" -ngl 99 -p 0 -n 128 -r 2 2>&1 | tail -3 | tee -a "$out/summary.txt"
+    fi
+  done
+fi
+
+if has profile; then
+  m=$(model 8b q1_0)
+  log "profile 8b q1_0"
+  BANKML_GPU_PROFILE=1 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 | grep -v '^[0-9]' | tee -a "$out/summary.txt"
+fi

@@ -29,6 +29,7 @@ namespace bankml::cmd {
 namespace {
 
 struct Row {
+    std::string backend;  // "CPU" or "Vulkan"
     int threads;
     std::string test;
     int n_prompt, n_gen;
@@ -96,6 +97,7 @@ int run_model_bench(const std::vector<std::string>& args) {
                        {"-t|--threads", true},
                        {"-r|--repetitions", true},
                        {"--kv", true},
+                       {"--gpu", true},
                        {"--json", false}});
     const int n_prompt = (int)a.get_int("n-prompt", 64, 0, 1 << 16);
     const int n_gen = (int)a.get_int("n-gen", 32, 0, 1 << 16);
@@ -114,6 +116,20 @@ int run_model_bench(const std::vector<std::string>& args) {
     }
     const std::string kv = a.get("kv", "f16");
     if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
+
+    // --gpu on,off: each mode a row set, as llama-bench's -ngl 99,0 (on: the card when one verifies).
+    std::vector<bool> gpu_modes;
+    {
+        const std::string g = a.get("gpu", "on");
+        size_t at = 0;
+        while (at <= g.size()) {
+            const size_t comma = std::min(g.find(',', at), g.size());
+            const std::string v = g.substr(at, comma - at);
+            if (v != "on" && v != "off") throw UsageError("--gpu wants on, off or a list of them, got '" + g + "'");
+            gpu_modes.push_back(v == "on");
+            at = comma + 1;
+        }
+    }
 
     TempModel tmp;
     std::string path = a.get("model", "");
@@ -146,13 +162,17 @@ int run_model_bench(const std::vector<std::string>& args) {
     std::string model_desc;
     uint64_t size = 0, params = 0;
     std::mt19937 rng(1234);
+    std::string card;
+    for (bool use_gpu : gpu_modes)
     for (int t : threads) {
         model::ModelOptions opt;
         opt.threads = t;
         opt.ctx = std::max(n_prompt, n_gen) + 1;
         opt.kv_f32 = kv == "f32";
         auto m = model::Model::open(path, opt);
-        attach_gpu(*m, t);
+        if (use_gpu) attach_gpu(*m, t);
+        const std::string backend = m->on_gpu() ? "Vulkan" : "CPU";
+        if (m->on_gpu()) card = m->device();
         if (model_desc.empty()) {
             gguf::Type mt = gguf::Type::F32;
             if (auto* q = m->file().find("blk.0.attn_q.weight")) mt = q->type;
@@ -187,7 +207,7 @@ int run_model_bench(const std::vector<std::string>& args) {
         // A warm-up of each test first (page in the weights, wake the pool), as llama-bench does.
         if (n_prompt > 0) {
             prompt_run();
-            Row r{t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+            Row r{backend, t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_prompt / prompt_run());
             rows.push_back(r);
         }
@@ -195,7 +215,7 @@ int run_model_bench(const std::vector<std::string>& args) {
             m->reset();
             int32_t x = 0;
             m->eval(std::span<const int32_t>(&x, 1));
-            Row r{t, "tg" + std::to_string(n_gen), 0, n_gen, {}};
+            Row r{backend, t, "tg" + std::to_string(n_gen), 0, n_gen, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_gen / gen_run());
             rows.push_back(r);
         }
@@ -214,7 +234,8 @@ int run_model_bench(const std::vector<std::string>& args) {
                 .set("model_filename", a.get("model", ""))
                 .set("model_size", (unsigned long long)size)
                 .set("model_n_params", (unsigned long long)params)
-                .set("backends", "CPU")
+                .set("backends", r.backend)
+                .set("gpu_info", r.backend == "CPU" ? std::string() : card)
                 .set("n_threads", r.threads)
                 .set("type_k", kv)
                 .set("n_prompt", r.n_prompt)
@@ -237,8 +258,9 @@ int run_model_bench(const std::vector<std::string>& args) {
             std::snprintf(ts, sizeof ts, "%.2f ± %.2f", r.mean(), r.stddev());
             // "±" is two bytes in UTF-8 but one column: pad by one more.
             std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %21s |\n", model_desc.c_str(),
-                        human_size(size).c_str(), human_params(params).c_str(), "CPU", r.threads, r.test.c_str(), ts);
+                        human_size(size).c_str(), human_params(params).c_str(), r.backend.c_str(), r.threads, r.test.c_str(), ts);
         }
+        if (!card.empty()) std::fprintf(stderr, "bankml bench: Vulkan is %s (the whole decode on the card)\n", card.c_str());
         std::fprintf(stderr, "bankml bench: peak resident memory %.1f MiB (weights %s, %s cache)\n", peak_mib,
                      human_size(size).c_str(), kv.c_str());
     }

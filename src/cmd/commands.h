@@ -17,5 +17,6 @@ extern const cli::Command tokenize_command;
 extern const cli::Command detokenize_command;
 extern const cli::Command chat_command;
 extern const cli::Command perplexity_command;
+extern const cli::Command serve_command;
 
 }  // namespace bankml::cmd

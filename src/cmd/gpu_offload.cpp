@@ -3,6 +3,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "gpu/gpu.h"
+#include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
+#include "core/error.h"
+
 namespace bankml::cmd {
 
 namespace {
@@ -26,7 +31,37 @@ std::shared_ptr<model::Offload> as_offload(std::unique_ptr<gpu::Worker> w) {
     return std::make_shared<WorkerOffload>(std::move(w));
 }
 
+bool run_on_card(model::Model& m) {
+    std::string name;
+    try {
+        gpu::Discovery d = gpu::discover();
+        gpu::Selection sel = gpu::select_from_env(d.devices);
+        if (sel.off || sel.indices.empty()) return false;
+        const gpu::Device& dev = d.devices[sel.indices[0]];
+        name = dev.name;
+        if (dev.backend != "vulkan") throw Error("backend " + dev.backend + " has no compute");
+        gpu::Gpu card = gpu::Gpu::open(dev.backend_index);
+        if (!card.has_f64()) throw Error("shaderFloat64 missing");
+        // The card proves its products (and whether its Fma is correctly rounded) before any use.
+        gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
+        gpu::kernels::VerifyOptions vo;
+        vo.full = false;
+        vo.chosen = &path;
+        gpu::kernels::verify_q1_0(card, vo);
+        const bool native = path == gpu::kernels::FmaPath::native;
+        gpu::ops::Build build;
+        build.fma = native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
+        build.expf_fused = gpu::ops::host_expf_fused();
+        std::fprintf(stderr, "bankml: GPU: %s\n", m.use_gpu(std::move(card), build, native).c_str());
+        return true;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bankml: GPU: %s stays on the CPU: %s\n", name.empty() ? "the model" : name.c_str(), e.what());
+        return false;
+    }
+}
+
 void attach_gpu(model::Model& m, int threads) {
+    if (run_on_card(m)) return;
     if (!m.has_q1_0()) return;
     // Opt-in: on the H200 a share of every decode product made decoding 2.5-3x slower (each product
     // pays a submit, an activation upload and a fence wait; docs/modules/worker.md), so the card

@@ -11,7 +11,13 @@ namespace bankml::cmd {
 // A worker as the forward pass's offload.
 std::shared_ptr<model::Offload> as_offload(std::unique_ptr<gpu::Worker> w);
 
-// For `run` and `bench`: when the model has Q1_0 matrices, opens gpu::Worker (full verification,
+// The whole decode on the first selected card (BANKML_GPU, software renderers only with
+// BANKML_GPU_ALLOW_SOFTWARE=1) once it verified every kernel: one stderr line says which card
+// runs the model, or why it stays on the CPU. False: the CPU runs it.
+bool run_on_card(model::Model& m);
+
+// For `run`, `chat`, `bench` and `perplexity`: the whole decode on a verified card (run_on_card);
+// otherwise,  when the model has Q1_0 matrices, opens gpu::Worker (full verification,
 // share from BANKML_GPU_SHARE or calibrated against `threads` CPU threads), gives it to the model
 // and says on stderr which card takes what share. Without a usable card the model stays on the
 // CPU (Worker::open says why, unless BANKML_GPU=off).

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json.h"
 #include "model/forward.h"
+#include "cmd/gpu_offload.h"
 #include "model/perplexity.h"
 #include "model/tokenizer.h"
 
@@ -29,6 +30,7 @@ static int run_perplexity(const std::vector<std::string>& args) {
     if (!in) throw Error("cannot open " + a.get("file", ""));
     std::string text((std::istreambuf_iterator<char>(in)), {});
     auto m = model::Model::open(a.get("model", ""), opt);
+    attach_gpu(*m, opt.threads);
     auto tok = model::Tokenizer::from_gguf(m->file());
     // As llama-perplexity: BOS if the vocabulary adds one, special tokens in the text not parsed.
     auto tokens = tok.encode(text, false, true);

@@ -53,8 +53,11 @@ static int run_tokens(const cli::Args& a) {
         throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
                     std::to_string(m->n_ctx()));
 
+    ModelLogits src(*m);
+    if (a.has("logits")) src.write_logits_to(a.get("logits", ""));
     t0 = std::chrono::steady_clock::now();
-    auto logits = m->eval(prompt);
+    std::vector<float> logits;
+    src.eval(prompt, logits);
     const double prompt_s = seconds_since(t0);
     std::vector<int32_t> out;
     double decode_s = 0;
@@ -68,7 +71,7 @@ static int run_tokens(const cli::Args& a) {
             break;
         }
         t0 = std::chrono::steady_clock::now();
-        m->eval_into(std::span<const int32_t>(&tok, 1), logits);
+        src.eval(std::span<const int32_t>(&tok, 1), logits);
         decode_s += seconds_since(t0);
     }
     const double pp = prompt_s > 0 ? (double)prompt.size() / prompt_s : 0;
@@ -89,8 +92,9 @@ static int run_tokens(const cli::Args& a) {
             .set("kv", kv)
             .set("prompt", std::move(jprompt))
             .set("tokens", std::move(jout))
-            .set("context_full", full)
-            .set("timings", std::move(timings));
+            .set("context_full", full);
+        set_backend(doc, *m);
+        doc.set("timings", std::move(timings));
         std::printf("%s\n", json::write(doc).c_str());
     } else {
         std::printf("%s\n", join_ids(out, " ").c_str());
@@ -141,13 +145,14 @@ static int run_text(const cli::Args& a) {
 
     model::Sampler sampler(st.sampling);
     ModelLogits src(*m);
+    if (a.has("logits")) src.write_logits_to(a.get("logits", ""));
     auto r = model::generate(src, tok, sampler, prompt, st.gen, [&](std::string_view t) {
         if (json) return;
         std::fwrite(t.data(), 1, t.size(), stdout);
         std::fflush(stdout);
     });
     if (json) {
-        std::printf("%s\n", result_json(r, st.sampling.seed, load_s, m->threads(), m->n_ctx()).c_str());
+        std::printf("%s\n", result_json(r, st.sampling.seed, load_s, *m).c_str());
         return 0;
     }
     if (!r.text.empty() && r.text.back() != '\n') std::fputc('\n', stdout);
@@ -161,7 +166,7 @@ static int run_text(const cli::Args& a) {
 static int run_run(const std::vector<std::string>& args) {
     std::vector<cli::Flag> flags = {{"-m|--model", true}, {"--tokens", true}, {"-p|--prompt", true},
                                     {"-f|--file", true},  {"--chat", false},  {"--system", true},
-                                    {"--no-think", false}, {"--json", false}};
+                                    {"--no-think", false}, {"--json", false}, {"--logits", true}};
     for (const auto& f : text_gen_flags()) flags.push_back(f);
     cli::Args a(args, flags);
     if (!a.has("model")) throw UsageError("-m FILE is required");
@@ -197,7 +202,9 @@ const cli::Command run_command = {
     "  --chat        one chat turn: -p is the user's message\n"
     "  --system TEXT the system message (with --chat)\n"
     "  --no-think    no reasoning (with --chat)\n"
-    "  --json        one JSON object instead of the stream\n"
+    "  --json        one JSON object instead of the stream (with \"backend\": cpu or vulkan and the\n"
+    "                \"device\" that ran the model)\n"
+    BANKML_LOGITS_HELP
     BANKML_TEXT_GEN_HELP,
     run_run};
 

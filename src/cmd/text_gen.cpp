@@ -1,5 +1,8 @@
 #include "cmd/text_gen.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include <cstdio>
 #include <random>
 
@@ -72,7 +75,27 @@ std::string timing_line(const model::GenerateResult& r, uint64_t seed) {
     return buf;
 }
 
-std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, int threads, int n_ctx) {
+void ModelLogits::eval(std::span<const int32_t> tokens, std::vector<float>& logits) {
+    m_.eval_into(tokens, logits);
+    if (logits_ && std::fwrite(logits.data(), sizeof(float), logits.size(), logits_.get()) != logits.size())
+        throw Error(logits_path_ + ": write error");
+}
+
+void ModelLogits::write_logits_to(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) throw Error(path + ": " + std::strerror(errno));
+    logits_.reset(f, [](std::FILE* p) { std::fclose(p); });
+    logits_path_ = path;
+}
+
+void set_backend(json::Value& doc, const model::Model& m) {
+    doc.set("backend", m.on_gpu() ? "vulkan" : "cpu");
+    if (m.on_gpu()) doc.set("device", m.device());
+    else doc.set("device", json::Value());
+}
+
+std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, const model::Model& m) {
+    const int threads = m.threads(), n_ctx = m.n_ctx();
     json::Value ids = json::Value::array();
     for (int32_t id : r.ids) ids.push(id);
     json::Value timings;
@@ -89,8 +112,9 @@ std::string result_json(const model::GenerateResult& r, uint64_t seed, double lo
         .set("n_gen", r.ids.size())
         .set("seed", seed)
         .set("threads", threads)
-        .set("ctx", n_ctx)
-        .set("timings", std::move(timings));
+        .set("ctx", n_ctx);
+    set_backend(doc, m);
+    doc.set("timings", std::move(timings));
     return json::write(doc);
 }
 

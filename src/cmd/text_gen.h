@@ -1,11 +1,13 @@
 // What `bankml run -p` and `bankml chat` share: the sampling and stopping flags, the forward
 // pass seen as a logit source, and the timing line.
 #pragma once
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/cli.h"
+#include "core/json.h"
 #include "model/forward.h"
 #include "model/generate.h"
 #include "model/sampler.h"
@@ -52,15 +54,24 @@ public:
     int n_vocab() const override { return m_.n_vocab(); }
     int n_ctx() const override { return m_.n_ctx(); }
     int n_past() const override { return m_.n_past(); }
-    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override { m_.eval_into(tokens, logits); }
+    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override;
+    // --logits FILE: every evaluation's logits are appended as raw little-endian f32.
+    void write_logits_to(const std::string& path);
 
 private:
     model::Model& m_;
+    std::shared_ptr<std::FILE> logits_;
+    std::string logits_path_;
 };
+
+// The --logits FILE flag's help line.
+#define BANKML_LOGITS_HELP "  --logits FILE every step's logits (n_vocab little-endian f32 each) appended to FILE\n"
 
 // "prompt 12 tokens at 85.3 t/s, generated 40 tokens at 12.1 t/s (stop: eog, seed 42)"
 std::string timing_line(const model::GenerateResult& r, uint64_t seed);
 // The --json object of one generation.
-std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, int threads, int n_ctx);
+std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, const model::Model& m);
+// "backend": "vulkan" or "cpu", and "device" (the card's name, or null), for --json outputs.
+void set_backend(json::Value& doc, const model::Model& m);
 
 }  // namespace bankml::cmd

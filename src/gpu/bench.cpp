@@ -101,6 +101,22 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         }
         line("empty dispatch round trip (submit + wait): median %.1f us, best %.1f us over %d runs; on the card %.1f us\n",
              median(t), *std::min_element(t.begin(), t.end()), runs, median(dev));
+        // What one more dispatch costs inside a recorded sequence, with and without a barrier
+        // before it: a sequence of n empty dispatches against one of 1, card time.
+        for (bool after : {true, false}) {
+            const size_t n = 512;
+            std::vector<Step> one(1, Step{&p, {}, {}, 1, after}), many(n, Step{&p, {}, {}, 1, after});
+            Sequence s1 = g.record(one), sn = g.record(many);
+            std::vector<double> d1, dn;
+            for (int i = 0; i < (quick ? 20 : 200); ++i) {
+                g.submit(s1), g.wait(), d1.push_back(g.last_dispatch_us());
+                g.submit(sn), g.wait(), dn.push_back(g.last_dispatch_us());
+            }
+            line("sequence of %zu empty dispatches %s: %.2f us per extra dispatch on the card (one alone: %.1f us)\n", n,
+                 after ? "each after a barrier" : "without barriers", (median(dn) - median(d1)) / double(n - 1), median(d1));
+            g.free(s1);
+            g.free(sn);
+        }
     }
 
     // 2. Device-to-device copy bandwidth (read + write counted).

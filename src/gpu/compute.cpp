@@ -31,6 +31,7 @@ struct Loader {
     PFN_vkEnumeratePhysicalDevices enumerate = nullptr;
     PFN_vkGetPhysicalDeviceProperties props = nullptr;
     PFN_vkGetPhysicalDeviceMemoryProperties mem_props = nullptr;
+    PFN_vkGetPhysicalDeviceFeatures features = nullptr;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties queue_props = nullptr;
     PFN_vkCreateDevice create_device = nullptr;
     PFN_vkGetDeviceProcAddr gdpa = nullptr;
@@ -55,6 +56,8 @@ Loader& loader() {
             L.enumerate = vk.EnumeratePhysicalDevices;
             L.props = vk.GetPhysicalDeviceProperties;
             L.mem_props = vk.GetPhysicalDeviceMemoryProperties;
+            L.features = reinterpret_cast<PFN_vkGetPhysicalDeviceFeatures>(
+                vk.GetInstanceProcAddr(L.instance, "vkGetPhysicalDeviceFeatures"));
             L.queue_props = vk.GetPhysicalDeviceQueueFamilyProperties;
             L.create_device = vk.CreateDevice;
             L.gdpa = vk.GetDeviceProcAddr;
@@ -148,7 +151,8 @@ std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
     X(AllocateCommandBuffers) X(ResetCommandBuffer) X(BeginCommandBuffer) X(EndCommandBuffer)         \
     X(CmdBindPipeline) X(CmdBindDescriptorSets) X(CmdPushConstants) X(CmdDispatch) X(CmdCopyBuffer)   \
     X(QueueSubmit) X(CreateFence) X(DestroyFence) X(WaitForFences) X(ResetFences) X(CreateQueryPool)     \
-    X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) X(GetQueryPoolResults) X(GetFenceStatus)
+    X(DestroyQueryPool) X(CmdResetQueryPool) X(CmdWriteTimestamp) X(GetQueryPoolResults) X(GetFenceStatus)    \
+    X(CmdPipelineBarrier) X(FreeCommandBuffers)
 
 // VK_KHR_pipeline_executable_properties' queries, loaded only where the extension is enabled.
 #define BANKML_VK_STATISTICS_FNS(X) X(GetPipelineExecutablePropertiesKHR) X(GetPipelineExecutableStatisticsKHR)
@@ -179,8 +183,13 @@ struct Gpu::Impl {
         VkShaderModule module; VkDescriptorSetLayout dsl; VkPipelineLayout layout; VkPipeline pipe;
         VkDescriptorPool dpool; VkDescriptorSet set; uint32_t bindings, push_bytes;
     };
+    struct Seq { VkCommandBuffer cmd; VkDescriptorPool dpool; VkQueryPool stamps; size_t n; };
+    const Seq* profiled = nullptr;  // the profiled sequence in flight or last waited
+    std::vector<double> step_us;
     std::map<uint64_t, Buf> bufs;
     std::map<uint64_t, Pipe> pipes;
+    std::map<uint64_t, Seq> seqs;
+    bool f64 = false;
     uint64_t next_id = 1, allocated = 0;
     bool pending = false;
     int spin_us = SPIN_US;
@@ -188,6 +197,10 @@ struct Gpu::Impl {
     ~Impl() {
         if (!dev) return;
         DeviceWaitIdle(dev);
+        for (auto& [id, q] : seqs) {
+            DestroyDescriptorPool(dev, q.dpool, nullptr);
+            if (q.stamps) DestroyQueryPool(dev, q.stamps, nullptr);
+        }
         for (auto& [id, p] : pipes) {
             DestroyPipeline(dev, p.pipe, nullptr);
             DestroyDescriptorPool(dev, p.dpool, nullptr);
@@ -345,6 +358,12 @@ Gpu Gpu::open(size_t index) {
     di.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
+    // 64-bit floats where the card has them: the exact kernels of the forward pass need them.
+    VkPhysicalDeviceFeatures have{}, want{};
+    if (L.features) L.features(pd, &have);
+    want.shaderFloat64 = have.shaderFloat64;
+    d->f64 = have.shaderFloat64 == VK_TRUE;
+    di.pEnabledFeatures = &want;
     // Where the driver can say what its compiler made of each kernel (registers, code size), ask
     // it to: the extension and its one feature, nothing else.
     const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
@@ -626,6 +645,16 @@ void Gpu::wait() {
               "vkGetQueryPoolResults(2 timestamps)");
         d.last_us = double((t[1] - t[0]) & d.timestamp_mask) * d.timestamp_ns / 1000.0;
     }
+    if (d.profiled) {
+        const Impl::Seq& q = *d.profiled;
+        d.profiled = nullptr;
+        std::vector<uint64_t> t(q.n + 1);
+        check(d.GetQueryPoolResults(d.dev, q.stamps, 0, uint32_t(q.n + 1), t.size() * 8, t.data(), 8,
+                                    VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults(" + std::to_string(q.n + 1) + " timestamps)");
+        d.step_us.resize(q.n);
+        for (size_t i = 0; i < q.n; ++i) d.step_us[i] = double((t[i + 1] - t[i]) & d.timestamp_mask) * d.timestamp_ns / 1000.0;
+    }
 }
 
 double Gpu::last_dispatch_us() const { return d_->last_us; }
@@ -645,6 +674,142 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
     d.CmdCopyBuffer(d.cmd, s, t, 1, &region);
     d.end_and_submit();
     wait();
+}
+
+bool Gpu::has_f64() const { return d_->f64; }
+std::vector<double> Gpu::step_us() const { return d_->step_us; }
+
+Sequence Gpu::record(std::span<const Step> steps, bool profile) {
+    Impl& d = *d_;
+    if (steps.empty()) throw Error("Gpu::record: no steps");
+    Impl::Seq q{};
+    uint32_t sets = uint32_t(steps.size()), descriptors = 0;
+    for (const Step& st : steps) {
+        auto it = st.pipeline ? d.pipes.find(st.pipeline->id) : d.pipes.end();
+        if (it == d.pipes.end()) throw Error("Gpu::record: a step's pipeline is not on this card");
+        if (st.bufs.size() != it->second.bindings)
+            throw Error("Gpu::record: " + std::to_string(st.bufs.size()) + " buffers for " + std::to_string(it->second.bindings) + " bindings");
+        if (st.push.size() * 4 != it->second.push_bytes)
+            throw Error("Gpu::record: " + std::to_string(st.push.size() * 4) + " push bytes for " + std::to_string(it->second.push_bytes));
+        descriptors += it->second.bindings;
+    }
+    VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptors ? descriptors : 1};
+    VkDescriptorPoolCreateInfo dpi{};
+    dpi.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dpi.maxSets = sets;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    check(d.CreateDescriptorPool(d.dev, &dpi, nullptr, &q.dpool), "vkCreateDescriptorPool(" + std::to_string(sets) + " sets)");
+    struct Undo {
+        Impl& d; Impl::Seq& q; bool keep = false;
+        ~Undo() {
+            if (keep) return;
+            if (q.cmd) d.FreeCommandBuffers(d.dev, d.pool, 1, &q.cmd);
+            if (q.stamps) d.DestroyQueryPool(d.dev, q.stamps, nullptr);
+            d.DestroyDescriptorPool(d.dev, q.dpool, nullptr);
+        }
+    } undo{d, q};
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    ai.commandPool = d.pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(d.AllocateCommandBuffers(d.dev, &ai, &q.cmd), "vkAllocateCommandBuffers");
+    q.n = steps.size();
+    if (profile && d.timestamps) {
+        VkQueryPoolCreateInfo qpi{};
+        qpi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+        qpi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qpi.queryCount = uint32_t(steps.size() + 1);
+        check(d.CreateQueryPool(d.dev, &qpi, nullptr, &q.stamps), "vkCreateQueryPool(" + std::to_string(steps.size() + 1) + " timestamps)");
+    }
+    VkCommandBufferBeginInfo bi{};
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    check(d.BeginCommandBuffer(q.cmd, &bi), "vkBeginCommandBuffer");
+    if (q.stamps) {
+        d.CmdResetQueryPool(q.cmd, q.stamps, 0, uint32_t(steps.size() + 1));
+        d.CmdWriteTimestamp(q.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q.stamps, 0);
+    }
+    if (d.timestamps) {
+        d.CmdResetQueryPool(q.cmd, d.timestamps, 0, 2);
+        d.CmdWriteTimestamp(q.cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, d.timestamps, 0);
+    }
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const Step& st = steps[i];
+        const Impl::Pipe& p = d.pipes.at(st.pipeline->id);
+        VkDescriptorSet set;
+        VkDescriptorSetAllocateInfo dai{};
+        dai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+        dai.descriptorPool = q.dpool;
+        dai.descriptorSetCount = 1;
+        dai.pSetLayouts = &p.dsl;
+        check(d.AllocateDescriptorSets(d.dev, &dai, &set), "vkAllocateDescriptorSets(step " + std::to_string(i) + ")");
+        std::vector<VkDescriptorBufferInfo> bi2(st.bufs.size());
+        std::vector<VkWriteDescriptorSet> w(st.bufs.size());
+        for (size_t b = 0; b < st.bufs.size(); ++b) {
+            bi2[b] = {d.get(*st.bufs[b]).buf, 0, VK_WHOLE_SIZE};
+            w[b] = {};
+            w[b].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+            w[b].dstSet = set;
+            w[b].dstBinding = uint32_t(b);
+            w[b].descriptorCount = 1;
+            w[b].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+            w[b].pBufferInfo = &bi2[b];
+        }
+        if (!w.empty()) d.UpdateDescriptorSets(d.dev, uint32_t(w.size()), w.data(), 0, nullptr);
+        if (i > 0 && st.after)
+            d.CmdPipelineBarrier(q.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+                                 0, nullptr, 0, nullptr);
+        d.CmdBindPipeline(q.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipe);
+        d.CmdBindDescriptorSets(q.cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+        if (p.push_bytes) d.CmdPushConstants(q.cmd, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_bytes, st.push.data());
+        d.CmdDispatch(q.cmd, st.groups, 1, 1);
+        if (q.stamps) d.CmdWriteTimestamp(q.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, q.stamps, uint32_t(i + 1));
+    }
+    VkMemoryBarrier hb{};
+    hb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    hb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+    hb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    d.CmdPipelineBarrier(q.cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &hb, 0, nullptr, 0, nullptr);
+    if (d.timestamps) d.CmdWriteTimestamp(q.cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, d.timestamps, 1);
+    check(d.EndCommandBuffer(q.cmd), "vkEndCommandBuffer");
+    undo.keep = true;
+    uint64_t id = d.next_id++;
+    d.seqs[id] = q;
+    return Sequence{id, steps.size()};
+}
+
+void Gpu::submit(const Sequence& s) {
+    Impl& d = *d_;
+    auto it = d.seqs.find(s.id);
+    if (it == d.seqs.end()) throw Error("Gpu::submit: sequence " + std::to_string(s.id) + " is not on this card");
+    if (d.pending) throw Error("Gpu::submit: a submission is already in flight (wait() first)");
+    check(d.ResetFences(d.dev, 1, &d.fence), "vkResetFences");
+    VkSubmitInfo si{};
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &it->second.cmd;
+    check(d.QueueSubmit(d.queue, 1, &si, d.fence), "vkQueueSubmit(sequence of " + std::to_string(s.steps) + " dispatches)");
+    d.pending = true;
+    d.profiled = it->second.stamps ? &it->second : nullptr;
+    d.timed = d.timestamps != VK_NULL_HANDLE;
+}
+
+void Gpu::free(Sequence& s) {
+    Impl& d = *d_;
+    auto it = d.seqs.find(s.id);
+    if (it == d.seqs.end()) return;
+    if (d.pending) wait();
+    d.FreeCommandBuffers(d.dev, d.pool, 1, &it->second.cmd);
+    d.DestroyDescriptorPool(d.dev, it->second.dpool, nullptr);
+    if (it->second.stamps) d.DestroyQueryPool(d.dev, it->second.stamps, nullptr);
+    if (d.profiled == &it->second) d.profiled = nullptr;
+    d.seqs.erase(it);
+    s = Sequence{};
 }
 
 std::vector<std::string> Gpu::validation_messages() {

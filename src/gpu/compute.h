@@ -39,6 +39,24 @@ struct PhysicalDevice {
     std::string type;  // "integrated", "discrete", "virtual", "cpu" or "other"
 };
 
+// One dispatch of a recorded sequence: a pipeline, its buffers (one per binding), its push
+// constants and its workgroups. `after`: a memory barrier before it (its inputs are the earlier
+// dispatches' outputs); false lets it overlap the dispatch before it.
+struct Step {
+    const Pipeline* pipeline = nullptr;
+    std::vector<const Buffer*> bufs;
+    std::vector<uint32_t> push;
+    uint32_t groups = 1;
+    bool after = true;
+};
+
+// Many dispatches recorded once into one command buffer (each with its own descriptor set), then
+// submitted as often as wanted: what changes between submissions lives in buffers the host writes.
+struct Sequence {
+    uint64_t id = 0;
+    size_t steps = 0;
+};
+
 class Gpu {
 public:
     // Vulkan's physical devices; empty (with no error) when there is no loader.
@@ -104,6 +122,20 @@ public:
     double last_dispatch_us() const;
     // One vkCmdCopyBuffer of `bytes` from src to dst, submitted and waited for (the bandwidth bench).
     void copy(const Buffer& src, const Buffer& dst, size_t bytes);
+
+    // True when the card runs shaders with 64-bit floats (shaderFloat64, enabled at open).
+    bool has_f64() const;
+    // Records steps into a sequence owned by this card; a barrier ends it so the host may read
+    // every output once wait() returns.
+    // `profile`: a timestamp after every step, read by step_us() after wait().
+    Sequence record(std::span<const Step> steps, bool profile = false);
+    // The card time of each step of the last waited profiled sequence, in microseconds (from the
+    // end of the step before; empty where the queue has no timestamps or it was not profiled).
+    std::vector<double> step_us() const;
+    // Submits a recorded sequence; returns at once (wait() follows). last_dispatch_us() then gives
+    // the whole sequence's card time.
+    void submit(const Sequence& s);
+    void free(Sequence& s);
 
     // With BANKML_GPU_VALIDATION=1 the instance enables VK_LAYER_KHRONOS_validation and collects
     // its warnings and errors here (through VK_EXT_debug_utils); otherwise always empty.

@@ -50,6 +50,7 @@ uint32_t Module::t_void() { return type_once({OpTypeVoid}, OpTypeVoid, {}); }
 uint32_t Module::t_bool() { return type_once({OpTypeBool}, OpTypeBool, {}); }
 uint32_t Module::t_int(uint32_t width, bool s) { return type_once({OpTypeInt, width, s}, OpTypeInt, {width, s ? 1u : 0u}); }
 uint32_t Module::t_f32() { return type_once({OpTypeFloat, 32}, OpTypeFloat, {32}); }
+uint32_t Module::t_f64() { return type_once({OpTypeFloat, 64}, OpTypeFloat, {64}); }
 uint32_t Module::t_vec(uint32_t e, uint32_t n) { return type_once({OpTypeVector, e, n}, OpTypeVector, {e, n}); }
 uint32_t Module::t_array(uint32_t e, uint32_t len) {
     uint32_t l = c_u32(len);
@@ -83,6 +84,18 @@ uint32_t Module::c_f32(float v) {
     uint32_t t = t_f32(), u;
     std::memcpy(&u, &v, 4);
     return type_once({OpConstant, t, u}, OpConstant, {t, u});
+}
+uint32_t Module::c_f64(double v) {
+    uint32_t t = t_f64();
+    uint64_t u;
+    std::memcpy(&u, &v, 8);
+    // A 64-bit literal: the low word first.
+    return type_once({OpConstant, t, uint32_t(u), uint32_t(u >> 32)}, OpConstant, {t, uint32_t(u), uint32_t(u >> 32)});
+}
+void Module::capability(uint32_t cap) {
+    for (size_t i = 0; i + 1 < capabilities_.size(); i += 2)
+        if (capabilities_[i + 1] == cap) return;
+    put(capabilities_, OpCapability, {cap});
 }
 uint32_t Module::c_bool(bool v) {
     uint32_t t = t_bool();

@@ -27,21 +27,22 @@ enum Op : uint16_t {
     OpTypeStruct = 30, OpTypePointer = 32, OpTypeFunction = 33, OpConstantTrue = 41,
     OpConstantFalse = 42, OpConstant = 43, OpConstantComposite = 44, OpFunction = 54,
     OpFunctionEnd = 56, OpVariable = 59, OpLoad = 61, OpStore = 62, OpAccessChain = 65,
-    OpDecorate = 71, OpMemberDecorate = 72, OpCompositeExtract = 81, OpConvertFToU = 109,
-    OpConvertFToS = 110, OpConvertSToF = 111, OpConvertUToF = 112, OpBitcast = 124,
+    OpDecorate = 71, OpMemberDecorate = 72, OpCompositeConstruct = 80, OpCompositeExtract = 81, OpConvertFToU = 109,
+    OpConvertFToS = 110, OpConvertSToF = 111, OpConvertUToF = 112, OpFConvert = 115, OpBitcast = 124,
     OpSNegate = 126, OpFNegate = 127, OpIAdd = 128, OpFAdd = 129, OpISub = 130, OpFSub = 131,
     OpIMul = 132, OpFMul = 133, OpUDiv = 134, OpSDiv = 135, OpFDiv = 136, OpUMod = 137,
-    OpLogicalOr = 166, OpLogicalAnd = 167, OpLogicalNot = 168, OpSelect = 169, OpIEqual = 170,
+    OpIsNan = 156, OpLogicalOr = 166, OpLogicalAnd = 167, OpLogicalNot = 168, OpSelect = 169, OpIEqual = 170,
     OpINotEqual = 171, OpUGreaterThan = 172, OpSGreaterThan = 173, OpUGreaterThanEqual = 174,
     OpSGreaterThanEqual = 175, OpULessThan = 176, OpSLessThan = 177, OpULessThanEqual = 178,
-    OpSLessThanEqual = 179, OpFOrdEqual = 180, OpFOrdNotEqual = 182, OpFOrdLessThan = 184,
+    OpSLessThanEqual = 179, OpFOrdEqual = 180, OpFOrdNotEqual = 182, OpFUnordNotEqual = 183, OpFOrdLessThan = 184,
+    OpFOrdGreaterThan = 186, OpFOrdLessThanEqual = 188, OpFOrdGreaterThanEqual = 190,
     OpShiftRightLogical = 194, OpShiftRightArithmetic = 195, OpShiftLeftLogical = 196,
     OpBitwiseOr = 197, OpBitwiseXor = 198, OpBitwiseAnd = 199, OpNot = 200,
     OpControlBarrier = 224, OpLoopMerge = 246, OpSelectionMerge = 247, OpLabel = 248,
     OpBranch = 249, OpBranchConditional = 250, OpReturn = 253,
 };
 enum : uint32_t {
-    CapabilityShader = 1, AddressingLogical = 0, MemoryModelGLSL450 = 1, ExecutionModelGLCompute = 5,
+    CapabilityShader = 1, CapabilityFloat64 = 10, AddressingLogical = 0, MemoryModelGLSL450 = 1, ExecutionModelGLCompute = 5,
     ExecutionModeLocalSize = 17,
     StorageUniformConstant = 0, StorageInput = 1, StorageWorkgroup = 4, StoragePushConstant = 9,
     StorageFunction = 7, StorageStorageBuffer = 12,
@@ -51,7 +52,7 @@ enum : uint32_t {
     BuiltInWorkgroupId = 26, BuiltInLocalInvocationId = 27, BuiltInGlobalInvocationId = 28,
     ScopeWorkgroup = 2, SemanticsAcquireRelease = 0x8, SemanticsWorkgroupMemory = 0x100,
     SelectionControlNone = 0, LoopControlNone = 0, FunctionControlNone = 0,
-    GlslFma = 50, GlslUnpackHalf2x16 = 62, GlslFAbs = 4, GlslFMin = 37, GlslFMax = 40, GlslUMin = 38, GlslUMax = 41,
+    GlslRoundEven = 2, GlslSqrt = 31, GlslFma = 50, GlslUnpackHalf2x16 = 62, GlslFAbs = 4, GlslFMin = 37, GlslFMax = 40, GlslUMin = 38, GlslUMax = 41,
 };
 
 // The first words of a string operand: UTF-8 bytes, NUL-terminated, padded to a word with NULs.
@@ -71,6 +72,7 @@ public:
     uint32_t t_u32() { return t_int(32, false); }
     uint32_t t_i32() { return t_int(32, true); }
     uint32_t t_f32();
+    uint32_t t_f64();
     uint32_t t_vec(uint32_t elem, uint32_t n);
     uint32_t t_array(uint32_t elem, uint32_t len);          // len is a literal; makes its u32 constant
     uint32_t t_runtime_array(uint32_t elem, uint32_t stride);
@@ -80,6 +82,9 @@ public:
     uint32_t c_u32(uint32_t v);
     uint32_t c_i32(int32_t v);
     uint32_t c_f32(float v);
+    uint32_t c_f64(double v);
+    // Declares a capability the module uses (once).
+    void capability(uint32_t cap);
     uint32_t c_bool(bool v);
 
     // Annotations and debug names.

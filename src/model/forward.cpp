@@ -4,9 +4,12 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <new>
 
 #include "core/error.h"
+#include "model/forward_gpu.h"
+#include "model/layer.h"
 #include "model/ops.h"
 #include "model/products.h"
 #include "par/pool.h"
@@ -19,14 +22,6 @@ namespace {
 constexpr size_t MAX_BATCH = 64;
 // Attention below this many (query, key) element products runs on the calling thread.
 constexpr size_t SMALL_ATTENTION = 1 << 16;
-
-struct Layer {
-    const float* attn_norm = nullptr;
-    const float* q_norm = nullptr;
-    const float* k_norm = nullptr;
-    const float* ffn_norm = nullptr;
-    Matrix wq, wk, wv, wo, gate, up, down;
-};
 
 std::string shape_str(std::initializer_list<int64_t> s) {
     std::string r = "[";
@@ -110,6 +105,12 @@ struct Model::Impl {
     std::vector<float> x, xn, q, k, v, att, o, g, u, h, rope_cs;
     std::vector<uint8_t> att_scratch;
 
+    // The card's forward pass, when one runs the decode; then the CPU's cache is not kept, and
+    // `history` holds every token so far so the CPU can rebuild it if the card fails.
+    std::unique_ptr<GpuForward> gpu;
+    std::vector<int32_t> history;
+    std::vector<float> gx, gcs;  // one token's embedding row and rope table for the card
+
     explicit Impl(gguf::File f) : file(std::move(f)) {}
 
     size_t kv_index(int il, int kvh, int pos) const {
@@ -120,6 +121,8 @@ struct Model::Impl {
     void alloc(const ModelOptions& opt);
     void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
     void attention(int il, size_t t0, size_t n, int p0);
+    void eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits);
+    void eval_gpu(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits);
 };
 
 void Model::Impl::load() {
@@ -335,7 +338,48 @@ bool Model::has_q1_0() const {
 int Model::threads() const { return impl_->pool->threads(); }
 const Hparams& Model::hparams() const { return impl_->hp; }
 const gguf::File& Model::file() const { return impl_->file; }
-void Model::reset() { impl_->n_past = 0; }
+void Model::reset() {
+    impl_->n_past = 0;
+    impl_->history.clear();
+}
+
+void Model::Impl::eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits) {
+    const size_t V = (size_t)hp.n_vocab;
+    for (size_t i = 0; i < tokens.size(); i += MAX_BATCH) {
+        const size_t n = std::min(MAX_BATCH, tokens.size() - i);
+        const bool last = i + n == tokens.size();
+        float* dst = all_logits ? out.data() + (out_at + i) * V : (last && !out.empty() ? out.data() : nullptr);
+        run_chunk(tokens.data() + i, n, dst, all_logits);
+    }
+}
+
+// Token by token on the card. A failure hands the rest to the CPU with the same bits: its cache
+// is rebuilt from the tokens so far, then it runs the tokens the card did not.
+void Model::Impl::eval_gpu(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits) {
+    const size_t V = (size_t)hp.n_vocab;
+    for (size_t i = 0; i < tokens.size(); i++) {
+        const bool last = i + 1 == tokens.size();
+        float* dst = all_logits ? out.data() + i * V : (last ? out.data() : nullptr);
+        try {
+            dequantize_row(tok_embd, tokens[i], gx.data());
+            rope->cache(n_past, gcs.data());
+            gpu->step(gx.data(), gcs.data(), n_past, dst);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "bankml: GPU: %s failed (%s); the CPU continues with the same tokens\n",
+                         gpu->device().c_str(), e.what());
+            gpu.reset();
+            const std::vector<int32_t> done = std::move(history);
+            history.clear();
+            n_past = 0;
+            std::vector<float> none;
+            if (!done.empty()) eval_cpu(done, none, 0, false);
+            eval_cpu(tokens.subspan(i), out, i, all_logits);
+            return;
+        }
+        history.push_back(tokens[i]);
+        n_past++;
+    }
+}
 
 void Model::eval_into(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits) {
     Impl& m = *impl_;
@@ -349,13 +393,28 @@ void Model::eval_into(std::span<const int32_t> tokens, std::vector<float>& out, 
                     " new tokens exceed the context of " + std::to_string(m.n_ctx));
     const size_t V = (size_t)m.hp.n_vocab;
     out.resize(all_logits ? tokens.size() * V : V);
-    for (size_t i = 0; i < tokens.size(); i += MAX_BATCH) {
-        const size_t n = std::min(MAX_BATCH, tokens.size() - i);
-        const bool last = i + n == tokens.size();
-        float* dst = all_logits ? out.data() + i * V : (last ? out.data() : nullptr);
-        m.run_chunk(tokens.data() + i, n, dst, all_logits);
-    }
+    if (m.gpu) return m.eval_gpu(tokens, out, all_logits);
+    m.eval_cpu(tokens, out, 0, all_logits);
 }
+
+std::string Model::use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_0_native) {
+    Impl& m = *impl_;
+    if (m.n_past) throw Error("the card takes a model before its first token");
+    if (m.kv_f32) throw Error("an f32 cache was asked for (the card keeps an f16 cache)");
+    GpuModel gm{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx};
+    m.gpu = std::make_unique<GpuForward>(std::move(card), gm, build, q1_0_native);
+    m.gx.resize((size_t)m.hp.n_embd);
+    m.gcs.resize((size_t)m.hp.head_dim);
+    m.history.clear();
+    char line[256];
+    std::snprintf(line, sizeof line, "%s runs the model (%.2f GiB weights, %.2f GiB cache)", m.gpu->device().c_str(),
+                  double(m.gpu->weight_bytes()) / (1 << 30), double(m.gpu->cache_bytes()) / (1 << 30));
+    return line;
+}
+
+bool Model::on_gpu() const { return impl_->gpu != nullptr; }
+std::string Model::device() const { return impl_->gpu ? impl_->gpu->device() : std::string(); }
+GpuForward* Model::gpu_forward() { return impl_->gpu.get(); }
 
 std::vector<float> Model::eval(std::span<const int32_t> tokens, bool all_logits) {
     std::vector<float> out;

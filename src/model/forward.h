@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "gpu/compute.h"
+#include "gpu/op_kernels.h"
 #include "model/gguf.h"
 #include "model/products.h"
 
 namespace bankml::model {
+
+class GpuForward;
 
 struct ModelOptions {
     int threads = 0;  // 0: Pool::from_env()
@@ -53,6 +57,14 @@ public:
     bool has_offload() const;
     // Whether any matrix of the model is Q1_0 (whether an offload could take anything).
     bool has_q1_0() const;
+
+    // Hands decoding to a card (model/forward_gpu.h): every later token runs there, the CPU's
+    // bits. Returns "NVIDIA H200 runs the model (1.07 GiB weights, 0.60 GiB cache)"; throws
+    // bankml::Error with the reason the card cannot run this model (then nothing changed).
+    std::string use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_0_native);
+    bool on_gpu() const;
+    std::string device() const;  // the card's name, "" on the CPU
+    GpuForward* gpu_forward();   // tests: the card's forward pass, or nullptr
 
     // Runs tokens at positions n_past().., appending them to the cache. Returns the last token's
     // logits (n_vocab floats), or with all_logits every token's (tokens.size() * n_vocab).

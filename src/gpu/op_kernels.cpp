@@ -1,0 +1,679 @@
+#include "gpu/op_kernels.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "gpu/kernels.h"
+
+namespace bankml::gpu::ops {
+
+using namespace shader;
+
+namespace {
+
+constexpr float NEG_INF = -__builtin_inff();
+
+// Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
+constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
+
+
+// ---------------------------------------------------------------- the ordered double sum
+
+// The sum s0 + sq[0] + sq[1] + ... + sq[len-1] of float squares, added into a double one by one in
+// index order as ggml adds them, by a workgroup of L invocations holding K values each (len <=
+// L·K): the bits of the sequential chain without its latency.
+//
+// Adding a square t to the running sum s is exact unless t has bits below s's last place or the
+// sum enters a new binade. Both are decided conservatively from bounds of the running sums (an
+// approximate prefix sum, widened by 2^-30: its error and the chain's drift are below 2^-36 for
+// any row this size), and only those "candidates" may round. Between two candidates every partial
+// sum is a multiple of the binade's last place below its top, so each stretch sums exactly in any
+// order: a segmented scan gives each candidate the stretch before it, and one invocation walks
+// the candidates alone (s += stretch; s += t, which rounds where the CPU's chain rounds). More
+// than CAP candidates (rows built to round everywhere) fall back to the plain walk.
+struct ChainScratch {
+    Arr<K::f64> scan, tail, list_s;
+    Arr<K::u32> flag, count;
+    Arr<K::f32> list_t;
+    Arr<K::f64> out;
+};
+
+ChainScratch chain_scratch(uint32_t L, uint32_t cap) {
+    return {workgroup<K::f64>(L), workgroup<K::f64>(L), workgroup<K::f64>(cap),
+            workgroup<K::u32>(L), workgroup<K::u32>(L), workgroup<K::f32>(cap), workgroup<K::f64>(2)};
+}
+
+// Every invocation calls it (it has barriers); sq holds the squares; returns the chain's sum, the
+// same value in every invocation.
+F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_t Kn, uint32_t cap, const ChainScratch& c) {
+    const double lo_f = 1.0 - 0x1p-30, hi_f = 1.0 + 0x1p-30;
+    U32 first = t * Kn;
+    // A: the run's approximate sum.
+    auto part = var(f64c(0.0));
+    for (uint32_t k = 0; k < Kn; ++k) {
+        U32 j = first + k;
+        part = part.get() + select(j < len, f64(sq[select(j < len, j, u32c(0))]), f64c(0.0));
+    }
+    // B: inclusive scan of the runs' sums (approximate prefixes).
+    c.scan.set(t, part.get());
+    barrier();
+    for (uint32_t d = 1; d < L; d *= 2) {
+        F64 mine = c.scan[t];
+        F64 other = select(t >= u32c(d), c.scan[select(t >= u32c(d), t - d, u32c(0))], f64c(0.0));
+        barrier();
+        c.scan.set(t, mine + other);
+        barrier();
+    }
+    F64 before = s0 + (c.scan[t] - part.get());
+    // C: candidates, the stretch after this run's last candidate (or the whole run), the count.
+    auto exp_b = [](F64 v) { return (hi(bits(v)) >> 20) & 0x7ffu; };
+    std::vector<Bool> cand(Kn);
+    auto a = var(before);
+    auto run = var(f64c(0.0));
+    auto n = var(u32c(0));
+    for (uint32_t k = 0; k < Kn; ++k) {
+        U32 j = first + k;
+        Bool in = j < len;
+        F32 tf = sq[select(in, j, u32c(0))];
+        F64 td = select(in, f64(tf), f64c(0.0));
+        F64 prev = a.get();
+        F64 next = prev + td;
+        a = next;
+        U32 eub = exp_b(next * f64c(hi_f));
+        U32 elb = exp_b(prev * f64c(lo_f));
+        U32 ef = (bits(tf) >> 23) & 0xffu;
+        U32 ef1 = select(ef == 0u, u32c(1), ef);
+        cand[k] = in && td != f64c(0.0) && (ef1 + 925u < eub || elb != eub);
+        n = n.get() + select(cand[k], u32c(1), u32c(0));
+        run = select(cand[k], f64c(0.0), run.get() + td);
+    }
+    // D: exclusive segmented scan of the runs' tails (a run with a candidate starts a segment) and
+    // exclusive scan of the counts.
+    Bool has = n.get() != 0u;
+    c.tail.set(t, run.get());
+    c.flag.set(t, select(has, u32c(1), u32c(0)));
+    c.count.set(t, n.get());
+    barrier();
+    for (uint32_t d = 1; d < L; d *= 2) {
+        U32 src = select(t >= u32c(d), t - d, u32c(0));
+        Bool ok = t >= u32c(d);
+        F64 mt = c.tail[t], ot = c.tail[src];
+        U32 mf = c.flag[t], of = c.flag[src];
+        U32 mc = c.count[t], oc = c.count[src];
+        barrier();
+        // (other, then mine): mine alone where mine starts a segment.
+        c.tail.set(t, select(ok && mf == 0u, ot + mt, mt));
+        c.flag.set(t, select(ok, mf | of, mf));
+        c.count.set(t, select(ok, mc + oc, mc));
+        barrier();
+    }
+    // Inclusive values; the exclusive ones are the previous invocation's.
+    U32 prevt = select(t > 0u, t - 1u, u32c(0));
+    F64 carry = select(t > 0u, c.tail[prevt], f64c(0.0));
+    U32 off0 = select(t > 0u, c.count[prevt], u32c(0));
+    U32 total = c.count[u32c(L - 1)];
+    F64 final_tail = c.tail[u32c(L - 1)];
+    barrier();
+    // E: the candidates in order, each with the stretch before it.
+    if_(has && total <= u32c(cap), [&] {
+        auto r = var(carry);
+        auto off = var(off0);
+        for (uint32_t k = 0; k < Kn; ++k) {
+            U32 j = first + k;
+            F32 tf = sq[select(j < len, j, u32c(0))];
+            F64 td = select(j < len, f64(tf), f64c(0.0));
+            if_else(cand[k], [&] {
+                c.list_s.set(off.get(), r.get());
+                c.list_t.set(off.get(), tf);
+                off = off.get() + 1u;
+                r = f64c(0.0);
+            }, [&] { r = r.get() + td; });
+        }
+    });
+    barrier();
+    // F: the walk.
+    if_(t == 0u, [&] {
+        auto sum = var(s0);
+        if_else(total <= u32c(cap), [&] {
+            for_(u32c(0), total, [&](U32 i) {
+                sum = sum.get() + c.list_s[i];
+                sum = sum.get() + f64(c.list_t[i]);
+            });
+            sum = sum.get() + final_tail;
+        }, [&] {
+            for_(u32c(0), len, [&](U32 i) { sum = sum.get() + f64(sq[i]); });
+        });
+        c.out.set(u32c(0), sum.get());
+    });
+    barrier();
+    return c.out[u32c(0)];
+}
+
+// ---------------------------------------------------------------- rms_norm
+
+std::vector<uint32_t> rms_norm(const Build& b) {
+    Shader s(NORM_LOCAL, true, b.fma);
+    auto x = buffer<K::f32>(0, false, "x");
+    auto add = buffer<K::f32>(1, true, "add");
+    auto w = buffer<K::f32>(2, true, "w");
+    auto y = buffer<K::f32>(3, false, "y");
+    push_constants(4);
+    U32 n = push(0), w_off = push(1), residual = push(3);
+    F32 eps = f32_bits(push(2));
+    U32 t = local_id();
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    auto shared_scale = workgroup<K::f32>(1);
+    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
+    auto sum = var(f64c(0.0));
+    // The residual add (o + x, as the CPU adds them), stored back; the squares into the chain.
+    for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
+        for_(t, u32c(NORM_CHUNK), u32c(NORM_LOCAL), [&](U32 i) {
+            U32 at = base + i;
+            if_(at < n, [&] {
+                auto v = var(x[at]);
+                if_(residual != 0u, [&] {
+                    F32 r = add[at] + v.get();
+                    x.set(at, r);
+                    v = r;
+                });
+                sx.set(i, v.get() * v.get());
+            });
+        });
+        barrier();
+        U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
+        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_CHUNK / NORM_LOCAL, NORM_CAP, cs);
+    });
+    if_(t == 0u, [&] {
+        F32 mean = mean_f32(sum.get(), n);
+        shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
+    });
+    barrier();
+    F32 scale = shared_scale[u32c(0)];
+    for_(t, n, u32c(NORM_LOCAL), [&](U32 i) { y.set(i, (x[i] * scale) * w[w_off + i]); });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- swiglu
+
+// One lane of ggml_v_expf (AVX2), operation by operation.
+F32 v_expf(F32 x) {
+    F32 r = f32c(0x1.8p23f);
+    F32 z = fma_f32(x, f32c(0x1.715476p+0f), r);
+    F32 n = z - r;
+    F32 b = fma_f32(-n, f32c(0x1.7f7d1cp-20f), fma_f32(-n, f32c(0x1.62e4p-1f), x));
+    U32 e = bits(z) << 23u;
+    F32 k = f32_bits(e + u32c(0x3f800000u));
+    Bool c = fabs(n) > f32c(126.0f);
+    F32 u = b * b;
+    F32 j = fma_f32(fma_f32(fma_f32(f32c(0x1.0e4020p-7f), b, f32c(0x1.573e2ep-5f)), u,
+                            fma_f32(f32c(0x1.555e66p-3f), b, f32c(0x1.fffdb6p-2f))),
+                    u, f32c(0x1.ffffecp-1f) * b);
+    F32 plain = fma_f32(k, j, k);
+    U32 g = select(n <= f32c(0.0f), u32c(0x82000000u), u32c(0));
+    F32 s1 = f32_bits(g + 0x7f000000u);
+    F32 s2 = f32_bits(e - g);
+    F32 big = select(fabs(n) > f32c(192.0f), s1 * s1, fma_f32(s2, j, s2) * s1);
+    return select(c, big, plain);
+}
+
+// silu(g)·u as ggml_vec_swiglu_f32's 8-lane loop: g / (1 + v_expf(0 - g)), then ·u.
+F32 swiglu_one(F32 g, F32 u) { return div_exact(g, f32c(1.0f) + v_expf(f32c(0.0f) - g)) * u; }
+
+// ---------------------------------------------------------------- prep_act
+
+// Q8_0 quantization as the CPU's quantize_row_q8_0 (amax, d = amax/127 to f16, id = 127/amax,
+// round half even of x·id), then the Q1_0 table (kernels.h, binding 3) and the f16 rounding.
+std::vector<uint32_t> prep_act(const Build& b) {
+    Shader s(128, true, b.fma);
+    auto x = buffer<K::f32>(0, true, "x");
+    auto table = buffer<K::f32>(1, false, "lane_products");
+    auto q8 = buffer<K::i32>(2, false, "q8");
+    auto d8 = buffer<K::f32>(3, false, "d8");
+    auto h16 = buffer<K::u32>(4, false, "f16");
+    push_constants(3);
+    U32 n = push(0), x_off = push(1), gated = push(2);
+    U32 t = local_id(), blk = group_id();
+    auto sx = workgroup<K::f32>(32);
+    auto sq = workgroup<K::i32>(32);
+    auto sd = workgroup<K::f32>(2);  // d1, id
+    // gated: x is SwiGLU(gate, up) of a gate|up pair of n each, computed here (ops::swiglu's bits).
+    if_(t < 32u, [&] {
+        U32 i = x_off + blk * 32u + t;
+        F32 g = x[i];
+        sx.set(t, select(gated != 0u, swiglu_one(g, x[select(gated != 0u, n + i, i)]), g));
+    });
+    barrier();
+    // Thread 0 the scale d (to f16 and back), thread 1 the multiplier id = 127/amax.
+    if_(t < 2u, [&] {
+        auto amax = var(f32c(0.0f));
+        for_(u32c(0), u32c(32), [&](U32 j) {
+            F32 a = fabs(sx[j]);
+            amax = select(a > amax.get(), a, amax.get());
+        });
+        F32 m = amax.get();
+        if_else(t == 0u, [&] { sd.set(u32c(0), f16_value(f16_bits(div_exact(m, f32c(127.0f))))); },
+                [&] { sd.set(u32c(1), select(m != f32c(0.0f), div_exact(f32c(127.0f), m), f32c(0.0f))); });
+    });
+    barrier();
+    F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
+    if_(t < 32u, [&] {
+        F32 r = round_even(sx[t] * id);
+        // The AVX2 conversion then saturating packs (out of range: INT32_MIN, then -128).
+        F32 c = select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f) || is_nan(r), f32c(-128.0f), r));
+        I32 q = i32(c);
+        sq.set(t, q);
+        q8.set(blk * 32u + t, q);
+    });
+    if_(t < 16u, [&] {
+        U32 lo16 = f16_bits(sx[t * 2u]), hi16 = f16_bits(sx[t * 2u + 1u]);
+        h16.set(blk * 16u + t, lo16 | (hi16 << 16u));
+    });
+    if_(t == 0u, [&] { d8.set(blk, d1); });
+    barrier();
+    // Lane l (quants 4l..4l+3), pattern nib: + where the bit is set, the i8 negation otherwise.
+    U32 l = t >> 4u, nib = t & 15u;
+    auto sum = var(i32c(0));
+    for (uint32_t k = 0; k < 4; ++k) {
+        I32 q = sq[l * 4u + k];
+        I32 neg = select(q == i32c(-128), q, -q);
+        sum = sum.get() + select(((nib >> k) & 1u) == 1u, q, neg);
+    }
+    table.set((blk * 8u + l) * 16u + nib, d1 * f32(sum.get()));
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- q2_0_mat_vec
+
+// ggml_vec_dot_q2_0_q8_0: per block sumi = (0 + d1a·sa) + d1b·sb, then sumf += d0·sumi in block
+// order. The per-block products are independent: 32 invocations per row compute them, one adds
+// them in order.
+std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
+    Shader s(256, false, b.fma);
+    auto scales = buffer<K::u32>(0, true, "scales");
+    auto codes = buffer<K::u32>(1, true, "codes");
+    auto q8 = buffer<K::i32>(2, true, "q8");
+    auto d8 = buffer<K::f32>(3, true, "d8");
+    auto out = buffer<K::f32>(4, false, "out");
+    push_constants(2);
+    U32 rows = push(0), blocks = push(1);
+    U32 t = local_id();
+    U32 slot = t >> 5u, lane = t & 31u;
+    U32 row_raw = group_id() * 8u + slot;
+    Bool live = row_raw < rows;
+    U32 row = select(live, row_raw, u32c(0));
+    auto prod = workgroup<K::f32>(256);
+    auto sumf = var(f32c(0.0f));
+    for_(u32c(0), blocks, u32c(32), [&](U32 base) {
+        U32 blk = base + lane;
+        if_(blk < blocks, [&] {
+            U32 wb = row * blocks + blk;
+            F32 d0 = f16_value(scales[wb]);
+            auto sumi = var(f32c(0.0f));
+            for (uint32_t k = 0; k < 2; ++k) {
+                auto si = var(i32c(0));
+                for (uint32_t wd = 0; wd < 2; ++wd) {
+                    U32 word = codes[wb * 4u + u32c(k * 2 + wd)];
+                    for (uint32_t j = 0; j < 16; ++j) {
+                        I32 code = as_i32((word >> u32c(2 * j)) & 3u) - i32c(1);
+                        I32 q = q8[blk * 64u + u32c(k * 32 + wd * 16 + j)];
+                        si = si.get() + code * q;
+                    }
+                }
+                F32 d1 = d8[blk * 2u + u32c(k)];
+                sumi = sumi.get() + d1 * f32(si.get());
+            }
+            prod.set(t, d0 * sumi.get());
+        });
+        barrier();
+        if_(lane == 0u, [&] {
+            U32 len = select(blocks - base < u32c(32), blocks - base, u32c(32));
+            for_(u32c(0), len, [&](U32 i) { sumf = sumf.get() + prod[slot * 32u + i]; });
+        });
+        barrier();
+    });
+    if_(live && lane == 0u, [&] { out.set(row_raw, sumf.get()); });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- f16_mat_vec
+
+// ggml_vec_dot_f16 (AVX2): accumulator (j, l) takes elements i + 8j + l of every step of 32 with
+// an fma; then sum0 += sum2, sum1 += sum3, sum0 += sum1 per lane, and (l0+l4 + l1+l5) +
+// (l2+l6 + l3+l7). Invocation `lane` of a row is accumulator (lane/8, lane%8).
+std::vector<uint32_t> f16_mat_vec(const Build& b) {
+    Shader s(256, b.fma == Fma::exact, b.fma);
+    auto w = buffer<K::u32>(0, true, "w");
+    auto x = buffer<K::u32>(1, true, "x");
+    auto out = buffer<K::f32>(2, false, "out");
+    push_constants(2);
+    U32 rows = push(0), n = push(1);
+    U32 t = local_id();
+    U32 slot = t >> 5u, lane = t & 31u;
+    U32 row_raw = group_id() * 8u + slot;
+    Bool live = row_raw < rows;
+    U32 row = select(live, row_raw, u32c(0));
+    U32 half = lane & 1u;
+    auto acc = var(f32c(0.0f));
+    U32 row_words = row * (n >> 1u);
+    for_(u32c(0), n, u32c(32), [&](U32 i) {
+        U32 e = i + lane;
+        U32 ww = w[row_words + (e >> 1u)], xw = x[e >> 1u];
+        F32 wv = select(half == 0u, unpack_half_lo(ww), unpack_half_hi(ww));
+        F32 xv = select(half == 0u, unpack_half_lo(xw), unpack_half_hi(xw));
+        acc = fma_f32(wv, xv, acc.get());
+    });
+    auto a = workgroup<K::f32>(256);
+    a.set(t, acc.get());
+    barrier();
+    if_(live && lane == 0u, [&] {
+        U32 base = slot * 32u;
+        auto at = [&](uint32_t j, uint32_t l) { return a[base + u32c(8 * j + l)]; };
+        std::vector<F32> s0(8);
+        for (uint32_t l = 0; l < 8; ++l) s0[l] = (at(0, l) + at(2, l)) + (at(1, l) + at(3, l));
+        F32 t0 = s0[0] + s0[4], t1 = s0[1] + s0[5], t2 = s0[2] + s0[6], t3 = s0[3] + s0[7];
+        out.set(row_raw, (t0 + t1) + (t2 + t3));
+    });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- head_norm_rope
+
+constexpr uint32_t HEAD_LOCAL = 64, HEAD_MAX = 256;
+
+// One head's RMS norm (its D squares summed in double in order), then the NEOX rotation with the
+// position's table: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c). Query heads go to q; key
+// heads are rounded to f16 into the cache, with their value heads beside them.
+std::vector<uint32_t> head_norm_rope(const Build& b) {
+    Shader s(HEAD_LOCAL, true, b.fma);
+    auto qkv = buffer<K::f32>(0, true, "qkv");
+    auto w = buffer<K::f32>(1, true, "w");
+    auto state = buffer<K::u32>(2, true, "state");
+    auto qo = buffer<K::f32>(3, false, "q");
+    auto kc = buffer<K::u32>(4, false, "k_cache");
+    auto vc = buffer<K::u32>(5, false, "v_cache");
+    push_constants(8);
+    U32 D = push(0), NH = push(1), NKV = push(2), qn = push(3), kn = push(4), layer = push(5), n_ctx = push(6);
+    F32 eps = f32_bits(push(7));
+    U32 t = local_id(), g = group_id();
+    Bool is_q = g < NH;
+    U32 kh = g - NH;
+    U32 src = select(is_q, g * D, NH * D + kh * D);
+    U32 w_off = select(is_q, qn, kn);
+    auto xs = workgroup<K::f32>(HEAD_MAX);
+    auto sc = workgroup<K::f32>(1);
+    auto sq = workgroup<K::f32>(HEAD_MAX);
+    ChainScratch cs = chain_scratch(HEAD_LOCAL, HEAD_MAX);
+    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) {
+        F32 v = qkv[src + i];
+        xs.set(i, v);
+        sq.set(i, v * v);
+    });
+    barrier();
+    F64 sum = chain_sum(sq, D, f64c(0.0), t, HEAD_LOCAL, HEAD_MAX / HEAD_LOCAL, HEAD_MAX, cs);
+    if_(t == 0u, [&] { sc.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean_f32(sum, D) + eps))); });
+    barrier();
+    F32 scale = sc[u32c(0)];
+    U32 half = D >> 1u;
+    auto ys = workgroup<K::f32>(HEAD_MAX);
+    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) { ys.set(i, (xs[i] * scale) * w[w_off + i]); });
+    barrier();
+    U32 pos = state[u32c(STATE_POS)];
+    for_(t, half, u32c(HEAD_LOCAL), [&](U32 i) {
+        F32 c = f32_bits(state[u32c(STATE_ROPE) + i * 2u]), sn = f32_bits(state[u32c(STATE_ROPE) + i * 2u + 1u]);
+        F32 x0 = ys[i], x1 = ys[i + half];
+        F32 r0 = fma_f32(x0, c, -(x1 * sn));
+        F32 r1 = fma_f32(x0, sn, x1 * c);
+        if_else(is_q, [&] {
+            qo.set(g * D + i, r0);
+            qo.set(g * D + i + half, r1);
+        }, [&] {
+            xs.set(i, r0);
+            xs.set(i + half, r1);
+        });
+    });
+    barrier();
+    if_(!is_q, [&] {
+        U32 base = layer + (kh * n_ctx + pos) * half;
+        U32 vsrc = NH * D + NKV * D + kh * D;
+        for_(t, half, u32c(HEAD_LOCAL), [&](U32 p) {
+            kc.set(base + p, f16_bits(xs[p * 2u]) | (f16_bits(xs[p * 2u + 1u]) << 16u));
+            vc.set(base + p, f16_bits(qkv[vsrc + p * 2u]) | (f16_bits(qkv[vsrc + p * 2u + 1u]) << 16u));
+        });
+    });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- attention
+
+constexpr uint32_t ATT_LOCAL = 128;
+
+F32 f16_round(F32 x) { return f16_value(f16_bits(x)); }
+
+// ops::attend_f16 for one query head: q rounded to f16; each score is dot_f16(k, q)·scale + 0;
+// the online softmax's running maximum is a prefix maximum, so each position's expf is known in
+// parallel: a new maximum gives ms = expf(M_old - s), vs = 1, any other vs = expf(s - M), ms = 1.
+// Then each of the D output elements walks the positions in order, y = f16(y·ms) (an identity
+// where ms = 1) and y = f16(fma(v, vs, y)); S = fma(S, ms, vs) walks them once; out = y·(1/S).
+std::vector<uint32_t> attention(const Build& b) {
+    Shader s(ATT_LOCAL, true, b.fma);
+    auto q = buffer<K::f32>(0, true, "q");
+    auto kc = buffer<K::u32>(1, true, "k_cache");
+    auto vc = buffer<K::u32>(2, true, "v_cache");
+    auto state = buffer<K::u32>(3, true, "state");
+    auto scratch = buffer<K::f32>(4, false, "scratch");
+    auto out = buffer<K::f32>(5, false, "out");
+    push_constants(6);
+    U32 D = push(0), NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
+    F32 scale = f32_bits(push(5));
+    U32 t = local_id(), hq = group_id();
+    U32 kvh = hq / group;
+    U32 n_kv = state[u32c(STATE_NKV)];
+    U32 half = D >> 1u;
+    U32 head = layer + kvh * n_ctx * half;  // word of (kvh, position 0)
+    U32 sc_at = hq * n_ctx, ms_at = (NH + hq) * n_ctx, vs_at = (NH * 2u + hq) * n_ctx;
+    auto qs = workgroup<K::f32>(HEAD_MAX);
+    for_(t, D, u32c(ATT_LOCAL), [&](U32 i) { qs.set(i, f16_round(q[hq * D + i])); });
+    barrier();
+    // Scores.
+    for_(t, n_kv, u32c(ATT_LOCAL), [&](U32 ic) {
+        U32 row = head + ic * half;
+        std::vector<Var<K::f32>> acc;
+        for (int j = 0; j < 32; ++j) acc.push_back(var(f32c(0.0f)));
+        for_(u32c(0), D, u32c(32), [&](U32 i) {
+            for (uint32_t e = 0; e < 32; e += 2) {
+                U32 kw = kc[row + (i >> 1u) + u32c(e / 2)];
+                acc[e] = fma_f32(unpack_half_lo(kw), qs[i + u32c(e)], acc[e].get());
+                acc[e + 1] = fma_f32(unpack_half_hi(kw), qs[i + u32c(e + 1)], acc[e + 1].get());
+            }
+        });
+        std::vector<F32> a(8);
+        for (uint32_t l = 0; l < 8; ++l) a[l] = (acc[l].get() + acc[16 + l].get()) + (acc[8 + l].get() + acc[24 + l].get());
+        F32 sum = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+        scratch.set(sc_at + ic, (sum * scale) + f32c(0.0f));
+    });
+    barrier();
+    // Prefix maxima: each invocation a contiguous run of positions.
+    U32 per = (n_kv + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL);
+    U32 lo = select(t * per < n_kv, t * per, n_kv);
+    U32 hi = select(lo + per < n_kv, lo + per, n_kv);
+    auto mx = workgroup<K::f32>(ATT_LOCAL);
+    auto m = var(f32c(NEG_INF));
+    for_(lo, hi, [&](U32 i) {
+        F32 v = scratch[sc_at + i];
+        m = select(v > m.get(), v, m.get());
+    });
+    mx.set(t, m.get());
+    barrier();
+    // Inclusive scan of the runs' maxima; a run starts from the maximum of the runs before it.
+    for (uint32_t d = 1; d < ATT_LOCAL; d *= 2) {
+        F32 mine = mx[t];
+        F32 other = select(t >= u32c(d), mx[select(t >= u32c(d), t - d, u32c(0))], f32c(NEG_INF));
+        barrier();
+        mx.set(t, select(other > mine, other, mine));
+        barrier();
+    }
+    auto M = var(select(t > 0u, mx[select(t > 0u, t - 1u, u32c(0))], f32c(NEG_INF)));
+    for_(lo, hi, [&](U32 i) {
+        F32 sv = scratch[sc_at + i];
+        F32 Mo = M.get();
+        Bool up = sv > Mo;
+        F32 e = expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused);
+        scratch.set(ms_at + i, select(up, e, f32c(1.0f)));
+        scratch.set(vs_at + i, select(up, f32c(1.0f), e));
+        M = select(up, sv, Mo);
+    });
+    barrier();
+    auto shared_inv = workgroup<K::f32>(1);
+    if_(t == 0u, [&] {
+        auto S = var(f32c(0.0f));
+        for_(u32c(0), n_kv, [&](U32 i) { S = fma_f32(S.get(), scratch[ms_at + i], scratch[vs_at + i]); });
+        F32 Sv = S.get();
+        shared_inv.set(u32c(0), select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv)));
+    });
+    auto ys = workgroup<K::f32>(HEAD_MAX);
+    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) {
+        auto y = var(f32c(0.0f));
+        U32 word = head + (d >> 1u);
+        Bool low = (d & 1u) == 0u;
+        for_(u32c(0), n_kv, [&](U32 ic) {
+            U32 vw = vc[word + ic * half];
+            F32 v = select(low, unpack_half_lo(vw), unpack_half_hi(vw));
+            F32 scaled = f16_round(y.get() * scratch[ms_at + ic]);
+            y = f16_round(fma_f32(v, scratch[vs_at + ic], scaled));
+        });
+        ys.set(d, y.get());
+    });
+    barrier();
+    F32 inv = shared_inv[u32c(0)];
+    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { out.set(hq * D + d, ys[d] * inv); });
+    return s.finish();
+}
+
+// ggml_vec_swiglu_f32: silu(g)·u with silu(x) = x / (1 + v_expf(0 - x)) (n is a multiple of 8,
+// so the C library's expf tail never runs).
+std::vector<uint32_t> swiglu(const Build& b) {
+    Shader s(256, true, b.fma);
+    auto gu = buffer<K::f32>(0, true, "gate_up");
+    auto h = buffer<K::f32>(1, false, "out");
+    push_constants(1);
+    U32 n = push(0);
+    U32 i = global_id();
+    if_(i < n, [&] {
+        h.set(i, swiglu_one(gu[i], gu[n + i]));
+    });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- expf probe
+
+std::vector<uint32_t> expf_probe(const Build& b) {
+    Shader s(256, true, b.fma);
+    auto x = buffer<K::u32>(0, true, "x");
+    auto out = buffer<K::u32>(1, false, "out");
+    push_constants(1);
+    U32 i = global_id();
+    if_(i < push(0), [&] { out.set(i, bits(expf_libm(f32_bits(x[i]), b.expf_fused))); });
+    return s.finish();
+}
+
+}  // namespace
+
+const std::vector<OpKernel>& op_kernels() {
+    static const std::vector<OpKernel> table = {
+        {"rms_norm", 4, 4, NORM_LOCAL, rms_norm},
+        {"prep_act", 5, 3, 128, prep_act},
+        {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
+        {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
+        {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
+        {"attention", 6, 6, ATT_LOCAL, attention},
+        {"swiglu", 2, 1, 256, swiglu},
+        {"expf", 2, 1, 256, expf_probe},
+    };
+    return table;
+}
+
+const OpKernel& op_kernel(const std::string& name) {
+    for (const OpKernel& k : op_kernels())
+        if (name == k.name) return k;
+    throw Error("op_kernel: no kernel named " + name);
+}
+
+size_t table_floats(size_t n) {
+    const size_t chunk = kernels::MAT_VEC_CHUNK * kernels::Q1_0_BLOCK;
+    return (n + chunk - 1) / chunk * chunk / 32 * 8 * 16;
+}
+
+PackedQ2_0 pack_q2_0(const uint8_t* w, size_t rows, size_t n) {
+    if (n % 64) throw Error("pack_q2_0: row length " + std::to_string(n) + " is not a multiple of 64");
+    const size_t nb = n / 64;
+    PackedQ2_0 p;
+    p.scales.resize(rows * nb);
+    p.codes.resize(rows * nb * 4);
+    for (size_t b = 0; b < rows * nb; ++b) {
+        const uint8_t* blk = w + b * 18;
+        p.scales[b] = uint32_t(blk[0] | blk[1] << 8);
+        std::memcpy(&p.codes[b * 4], blk + 2, 16);
+    }
+    return p;
+}
+
+namespace {
+double fma_or_not(double a, double b, double c, bool fused) {
+    if (fused) return std::fma(a, b, c);
+    volatile double p = a * b;
+    volatile double r = p + c;
+    return r;
+}
+uint32_t fbits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+}  // namespace
+
+float expf_libm_ref(float x, bool fused) {
+    const double InvLn2N = 0x1.71547652b82fep+0 * 32, SHIFT = 0x1.8p+52;
+    const double C0 = 0x1.c6af84b912394p-5 / (32.0 * 32 * 32), C1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32),
+                 C2 = 0x1.62e42ff0c52d6p-1 / 32;
+    static const uint64_t T[32] = {
+        0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+        0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+        0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+        0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+        0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+        0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+        0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+    const uint32_t xb = fbits(x), abstop = (xb >> 20) & 0x7ff;
+    if (abstop >= 0x42b) {
+        if (xb == 0xff800000u) return 0.0f;
+        if (abstop >= 0x7f8) return x + x;
+        if (x > 0x1.62e42ep6f) return __builtin_inff();
+        if (x < -0x1.9fe368p6f) return 0.0f;
+    }
+    const double xd = x;
+    double kd = fma_or_not(InvLn2N, xd, SHIFT, fused);
+    uint64_t ki;
+    std::memcpy(&ki, &kd, 8);
+    kd -= SHIFT;
+    double r = fused ? std::fma(InvLn2N, xd, -kd) : fma_or_not(InvLn2N, xd, -kd, false);
+    uint64_t tb = T[ki % 32] + (ki << 47);
+    double sc;
+    std::memcpy(&sc, &tb, 8);
+    double z = fma_or_not(C0, r, C1, fused), r2 = r * r;
+    double y = fma_or_not(C2, r, 1.0, fused);
+    y = fma_or_not(z, r2, y, fused);
+    y = y * sc;
+    return float(y);
+}
+
+bool host_expf_fused() {
+    // The inputs where the two sequences differ (measured over every float).
+    for (uint32_t b : {0x4202422fu}) {
+        float x;
+        std::memcpy(&x, &b, 4);
+        volatile float in = x;
+        float lib = expf(in);
+        if (fbits(lib) == fbits(expf_libm_ref(x, true)) && fbits(lib) != fbits(expf_libm_ref(x, false))) return true;
+        if (fbits(lib) == fbits(expf_libm_ref(x, false))) return false;
+    }
+    return true;
+}
+
+}  // namespace bankml::gpu::ops

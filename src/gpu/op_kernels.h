@@ -1,0 +1,73 @@
+// The forward pass's operations on the card, each giving exactly the bits of bankml's CPU op
+// (model/ops.*, quant/): RMS norm with its double sum in index order, Q8_0 quantization of an
+// activation with the Q1_0 table of lane products, the Q2_0 and F16 products, the per-head norm
+// with NEOX rope and the f16 store into the cache, attention over the f16 cache with the C
+// library's expf, and SwiGLU with ggml's 8-lane exp. The Q1_0 products are kernels.h's.
+//
+// gpu/ knows no model: a kernel sees buffers, offsets and sizes. Every kernel is one entry of
+// op_kernels() {name, bindings, push constants, local size, builder}; what the builder takes
+// (the Fma path, the host's expf variant) is in Build.
+//
+// Buffers hold 32-bit words. f16 values sit two to a word (element 2i in the low half). The
+// per-token state buffer: word 0 the position, word 1 the number of cached positions after this
+// token, words 4.. the rope table for the position (cos, sin pairs as ops::Rope::cache gives).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gpu/shader.h"
+
+namespace bankml::gpu::ops {
+
+inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_ROPE = 4;
+
+// What a kernel's code depends on besides its shape: the f32 Fma path the card proved, and
+// whether the host's expf fuses its multiply-adds (glibc's FMA build).
+struct Build {
+    shader::Fma fma = shader::Fma::exact;
+    bool expf_fused = true;
+};
+
+struct OpKernel {
+    const char* name;
+    uint32_t bindings, push_words, local_size;
+    std::vector<uint32_t> (*build)(const Build&);
+};
+
+// rms_norm: x (binding 0, rw), add (1), norm weights (2), y (3); push: n, w_off, eps bits,
+// residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
+// scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
+// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
+// f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
+// SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
+// q2_0_mat_vec: scales (0, f16 per word), codes (1, 4 words a block), quants (2), scales (3),
+// out (4); push: rows, blocks. 8 rows per workgroup.
+// f16_mat_vec: weights (0, f16 pairs), activation (1, f16 pairs), out (2); push: rows, n.
+// head_norm_rope: qkv (0), norm weights (1), state (2), q out (3), k cache (4), v cache (5);
+// push: D, NH, NKV, q_norm off, k_norm off, cache layer offset (words), n_ctx, eps bits.
+// One workgroup per head (NH query heads, then NKV key heads with their values).
+// attention: q (0), k cache (1), v cache (2), state (3), scratch (4: 3·NH·n_ctx), out (5);
+// push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
+// swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
+const std::vector<OpKernel>& op_kernels();
+const OpKernel& op_kernel(const std::string& name);
+
+// The Q1_0 lane-product table's floats for an activation of n values (padded to whole chunks of
+// the Q1_0 kernels, zero past n: kernels.h, binding 3).
+size_t table_floats(size_t n);
+
+// Q2_0 weights for q2_0_mat_vec: rows × n/64 blocks of the GGUF's row-major bytes.
+struct PackedQ2_0 {
+    std::vector<uint32_t> scales;  // one f16 per word, (row, block) row-major
+    std::vector<uint32_t> codes;   // four words per block
+};
+PackedQ2_0 pack_q2_0(const uint8_t* w, size_t rows, size_t n);
+
+// Whether the host's expf is glibc's FMA build: the C library's result on the inputs where the
+// fused and the unfused sequences differ.
+bool host_expf_fused();
+// The C++ twin of shader::expf_libm (every operation as the kernel does it), for tests.
+float expf_libm_ref(float x, bool fused);
+
+}  // namespace bankml::gpu::ops

@@ -1,0 +1,426 @@
+#include "gpu/shader.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace bankml::gpu::shader {
+
+using namespace spirv;
+
+namespace {
+thread_local Shader* g_cur = nullptr;
+
+uint32_t op(uint16_t code, uint32_t ty, const std::vector<uint32_t>& args) { return mod().op(code, ty, args); }
+uint32_t ext(uint32_t ty, uint32_t inst, const std::vector<uint32_t>& args) { return mod().ext(ty, inst, args); }
+constexpr bool is_float(K k) { return k == K::f32 || k == K::f64; }
+constexpr bool is_signed(K k) { return k == K::i32; }
+}  // namespace
+
+Shader& cur() {
+    if (!g_cur) throw Error("shader: no shader is being written on this thread");
+    return *g_cur;
+}
+Module& mod() { return cur().m; }
+
+uint32_t type(K k) {
+    Module& m = mod();
+    switch (k) {
+        case K::u32: return m.t_u32();
+        case K::i32: return m.t_i32();
+        case K::f32: return m.t_f32();
+        case K::f64: return m.t_f64();
+        case K::b: return m.t_bool();
+        case K::u2: return m.t_vec(m.t_u32(), 2);
+    }
+    return 0;
+}
+
+Shader::Shader(uint32_t local_x, bool uses_f64, Fma f) : fma(f), prev_(g_cur) {
+    g_cur = this;
+    if (uses_f64) m.capability(CapabilityFloat64);
+    m.entry_point(local_x);
+    m.begin_main();
+}
+Shader::~Shader() { g_cur = prev_; }
+
+std::vector<uint32_t> Shader::finish() {
+    m.end_main();
+    return m.words();
+}
+
+U32 u32c(uint32_t v) { return U32(mod().c_u32(v)); }
+I32 i32c(int32_t v) { return I32(mod().c_i32(v)); }
+F32 f32c(float v) { return F32(mod().c_f32(v)); }
+F64 f64c(double v) { return F64(mod().c_f64(v)); }
+Bool boolc(bool v) { return Bool(mod().c_bool(v)); }
+
+template <K k> V<k> operator+(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFAdd : OpIAdd, type(k), {a.id, b.id})); }
+template <K k> V<k> operator-(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFSub : OpISub, type(k), {a.id, b.id})); }
+template <K k> V<k> operator*(V<k> a, V<k> b) { return V<k>(op(is_float(k) ? OpFMul : OpIMul, type(k), {a.id, b.id})); }
+template <K k> V<k> operator-(V<k> a) { return V<k>(op(is_float(k) ? OpFNegate : OpSNegate, type(k), {a.id})); }
+U32 operator/(U32 a, U32 b) { return U32(op(OpUDiv, type(K::u32), {a.id, b.id})); }
+U32 operator%(U32 a, U32 b) { return U32(op(OpUMod, type(K::u32), {a.id, b.id})); }
+U32 operator&(U32 a, U32 b) { return U32(op(OpBitwiseAnd, type(K::u32), {a.id, b.id})); }
+U32 operator|(U32 a, U32 b) { return U32(op(OpBitwiseOr, type(K::u32), {a.id, b.id})); }
+U32 operator^(U32 a, U32 b) { return U32(op(OpBitwiseXor, type(K::u32), {a.id, b.id})); }
+U32 operator~(U32 a) { return U32(op(OpNot, type(K::u32), {a.id})); }
+U32 operator<<(U32 a, U32 b) { return U32(op(OpShiftLeftLogical, type(K::u32), {a.id, b.id})); }
+U32 operator>>(U32 a, U32 b) { return U32(op(OpShiftRightLogical, type(K::u32), {a.id, b.id})); }
+I32 operator>>(I32 a, U32 b) { return I32(op(OpShiftRightArithmetic, type(K::i32), {a.id, b.id})); }
+
+template <K k> static Bool cmp(uint16_t fop, uint16_t uop, uint16_t sop, V<k> a, V<k> b) {
+    return Bool(op(is_float(k) ? fop : is_signed(k) ? sop : uop, type(K::b), {a.id, b.id}));
+}
+template <K k> Bool operator<(V<k> a, V<k> b) { return cmp(OpFOrdLessThan, OpULessThan, OpSLessThan, a, b); }
+template <K k> Bool operator<=(V<k> a, V<k> b) { return cmp(OpFOrdLessThanEqual, OpULessThanEqual, OpSLessThanEqual, a, b); }
+template <K k> Bool operator>(V<k> a, V<k> b) { return cmp(OpFOrdGreaterThan, OpUGreaterThan, OpSGreaterThan, a, b); }
+template <K k> Bool operator>=(V<k> a, V<k> b) { return cmp(OpFOrdGreaterThanEqual, OpUGreaterThanEqual, OpSGreaterThanEqual, a, b); }
+template <K k> Bool operator==(V<k> a, V<k> b) { return cmp(OpFOrdEqual, OpIEqual, OpIEqual, a, b); }
+template <K k> Bool operator!=(V<k> a, V<k> b) { return cmp(OpFUnordNotEqual, OpINotEqual, OpINotEqual, a, b); }
+Bool operator&&(Bool a, Bool b) { return Bool(op(OpLogicalAnd, type(K::b), {a.id, b.id})); }
+Bool operator||(Bool a, Bool b) { return Bool(op(OpLogicalOr, type(K::b), {a.id, b.id})); }
+Bool operator!(Bool a) { return Bool(op(OpLogicalNot, type(K::b), {a.id})); }
+
+template <K k> V<k> select(Bool c, V<k> a, V<k> b) { return V<k>(op(OpSelect, type(k), {c.id, a.id, b.id})); }
+
+#define BANKML_SHADER_ARITH(k)                                                                     \
+    template V<k> operator+(V<k>, V<k>);                                                           \
+    template V<k> operator-(V<k>, V<k>);                                                           \
+    template V<k> operator*(V<k>, V<k>);                                                           \
+    template V<k> operator-(V<k>);
+#define BANKML_SHADER_CMP(k)                                                                       \
+    template Bool operator<(V<k>, V<k>);                                                           \
+    template Bool operator<=(V<k>, V<k>);                                                          \
+    template Bool operator>(V<k>, V<k>);                                                           \
+    template Bool operator>=(V<k>, V<k>);                                                          \
+    template Bool operator==(V<k>, V<k>);                                                          \
+    template Bool operator!=(V<k>, V<k>);                                                          \
+    template V<k> select(Bool, V<k>, V<k>);
+BANKML_SHADER_ARITH(K::u32)
+BANKML_SHADER_ARITH(K::i32)
+BANKML_SHADER_ARITH(K::f32)
+BANKML_SHADER_ARITH(K::f64)
+BANKML_SHADER_CMP(K::u32)
+BANKML_SHADER_CMP(K::i32)
+BANKML_SHADER_CMP(K::f32)
+BANKML_SHADER_CMP(K::f64)
+template Bool select(Bool, Bool, Bool);
+// SPIR-V 1.3 selects vectors by a vector of conditions: one select per word instead.
+template <> UVec2 select(Bool c, UVec2 a, UVec2 b) { return uvec2(select(c, lo(a), lo(b)), select(c, hi(a), hi(b))); }
+#undef BANKML_SHADER_ARITH
+#undef BANKML_SHADER_CMP
+
+F64 f64(F32 x) { return F64(op(OpFConvert, type(K::f64), {x.id})); }
+F32 f32(F64 x) { return F32(op(OpFConvert, type(K::f32), {x.id})); }
+F32 f32(I32 x) { return F32(op(OpConvertSToF, type(K::f32), {x.id})); }
+I32 i32(F32 x) { return I32(op(OpConvertFToS, type(K::i32), {x.id})); }
+U32 bits(F32 x) { return U32(op(OpBitcast, type(K::u32), {x.id})); }
+F32 f32_bits(U32 x) { return F32(op(OpBitcast, type(K::f32), {x.id})); }
+I32 as_i32(U32 x) { return I32(op(OpBitcast, type(K::i32), {x.id})); }
+U32 as_u32(I32 x) { return U32(op(OpBitcast, type(K::u32), {x.id})); }
+UVec2 bits(F64 x) { return UVec2(op(OpBitcast, type(K::u2), {x.id})); }
+F64 f64_bits(UVec2 x) { return F64(op(OpBitcast, type(K::f64), {x.id})); }
+U32 lo(UVec2 v) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, 0})); }
+U32 hi(UVec2 v) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, 1})); }
+UVec2 uvec2(U32 l, U32 h) { return UVec2(op(OpCompositeConstruct, type(K::u2), {l.id, h.id})); }
+static F32 unpack_half(U32 w, uint32_t which) {
+    uint32_t f2 = mod().t_vec(mod().t_f32(), 2);
+    uint32_t pair = ext(f2, GlslUnpackHalf2x16, {w.id});
+    return F32(op(OpCompositeExtract, type(K::f32), {pair, which}));
+}
+F32 unpack_half_lo(U32 w) { return unpack_half(w, 0); }
+F32 unpack_half_hi(U32 w) { return unpack_half(w, 1); }
+F32 fabs(F32 x) { return F32(ext(type(K::f32), GlslFAbs, {x.id})); }
+F32 fmax(F32 a, F32 b) { return F32(ext(type(K::f32), GlslFMax, {a.id, b.id})); }
+F32 round_even(F32 x) { return F32(ext(type(K::f32), GlslRoundEven, {x.id})); }
+Bool is_nan(F32 x) { return Bool(op(OpIsNan, type(K::b), {x.id})); }
+
+template <K k> V<k> Var<k>::get() const { return V<k>(mod().load(type(k), ptr)); }
+template <K k> void Var<k>::set(V<k> v) const { mod().store(ptr, v.id); }
+template <K k> Var<k> var(V<k> init) {
+    Var<k> v{mod().local_var(type(k))};
+    v.set(init);
+    return v;
+}
+
+template <K k> V<k> Arr<k>::operator[](U32 i) const {
+    Module& m = mod();
+    uint32_t p = buffer ? m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, m.c_u32(0), i.id})
+                        : m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, i.id});
+    return V<k>(m.load(type(k), p));
+}
+template <K k> void Arr<k>::set(U32 i, V<k> v) const {
+    Module& m = mod();
+    uint32_t p = buffer ? m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, m.c_u32(0), i.id})
+                        : m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, i.id});
+    m.store(p, v.id);
+}
+template <K k> Arr<k> buffer(uint32_t binding, bool read_only, const std::string& name) {
+    uint32_t stride = k == K::f64 || k == K::u2 ? 8 : 4;
+    return Arr<k>{mod().storage_buffer(type(k), binding, read_only, name, stride), StorageStorageBuffer, true};
+}
+template <K k> Arr<k> workgroup(uint32_t len) {
+    return Arr<k>{mod().workgroup_array(type(k), len), StorageWorkgroup, false};
+}
+#define BANKML_SHADER_STORE(k)                                                                     \
+    template struct Var<k>;                                                                        \
+    template Var<k> var(V<k>);                                                                     \
+    template struct Arr<k>;                                                                        \
+    template Arr<k> buffer(uint32_t, bool, const std::string&);                                    \
+    template Arr<k> workgroup(uint32_t);
+BANKML_SHADER_STORE(K::u32)
+BANKML_SHADER_STORE(K::i32)
+BANKML_SHADER_STORE(K::f32)
+BANKML_SHADER_STORE(K::f64)
+BANKML_SHADER_STORE(K::u2)
+template struct Var<K::b>;
+template Var<K::b> var(V<K::b>);
+#undef BANKML_SHADER_STORE
+
+void push_constants(uint32_t count) { cur().push_var = mod().push_constants(count); }
+U32 push(uint32_t i) {
+    Module& m = mod();
+    uint32_t pv = cur().push_var;
+    if (!pv) throw Error("shader: push() before push_constants()");
+    return U32(m.load(m.t_u32(), m.op(OpAccessChain, m.t_ptr(StoragePushConstant, m.t_u32()), {pv, m.c_u32(i)})));
+}
+// Each builtin is one Input variable per module, declared on first use.
+static U32 builtin(uint32_t Shader::*slot, uint32_t which) {
+    Shader& s = cur();
+    if (!(s.*slot)) s.*slot = s.m.builtin_u32x3(which);
+    return U32(s.m.builtin_x(s.*slot));
+}
+U32 local_id() { return builtin(&Shader::local_var, BuiltInLocalInvocationId); }
+U32 group_id() { return builtin(&Shader::group_var, BuiltInWorkgroupId); }
+U32 global_id() { return builtin(&Shader::global_var, BuiltInGlobalInvocationId); }
+
+void barrier() { mod().barrier(); }
+
+void if_(Bool c, const std::function<void()>& then_body) { mod().if_then(c.id, then_body); }
+void if_else(Bool c, const std::function<void()>& then_body, const std::function<void()>& else_body) {
+    Module& m = mod();
+    uint32_t t = m.id(), e = m.id(), merge = m.id();
+    m.emit(OpSelectionMerge, {merge, SelectionControlNone});
+    m.emit(OpBranchConditional, {c.id, t, e});
+    m.emit(OpLabel, {t});
+    then_body();
+    m.emit(OpBranch, {merge});
+    m.emit(OpLabel, {e});
+    else_body();
+    m.emit(OpBranch, {merge});
+    m.emit(OpLabel, {merge});
+}
+void for_(U32 begin, U32 end, U32 step, const std::function<void(U32)>& body) {
+    auto i = var(begin);
+    mod().loop([&] { return (i.get() < end).id; }, [&] { body(i.get()); }, [&] { i = i.get() + step; });
+}
+
+// ---------------------------------------------------------------- exact helpers
+
+std::pair<F64, F64> two_sum(F64 a, F64 b) {
+    F64 s = a + b;
+    F64 bb = s - a;
+    F64 aa = s - bb;
+    return {s, (a - aa) + (b - bb)};
+}
+
+// s rounded to odd, given s = RN(x) and the exact error e = x - s: an inexact s whose last bit is
+// even moves one step toward x (to its odd neighbour).
+static F64 round_odd(F64 s, F64 e) {
+    UVec2 sb = bits(s);
+    U32 l = lo(sb), h = hi(sb);
+    Bool inexact = e != f64c(0.0) && !(e != e);
+    Bool even = (l & 1u) == 0u;
+    Bool larger = ((h ^ hi(bits(e))) >> 31) == 0u;  // same sign: away from zero
+    // The low word is even, so +1 never carries; -1 borrows only from a zero low word.
+    U32 up = l + 1u;
+    U32 dn = l - 1u;
+    U32 hdn = select(l == 0u, h - 1u, h);
+    UVec2 stepped = select(larger, uvec2(up, h), uvec2(dn, hdn));
+    return f64_bits(select(inexact && even, stepped, sb));
+}
+
+F32 fma_f32(F32 a, F32 b, F32 c) {
+    if (cur().fma == Fma::native) return F32(ext(type(K::f32), GlslFma, {a.id, b.id, c.id}));
+    F64 p = f64(a) * f64(b);  // exact: 48 bits
+    auto [s, e] = two_sum(p, f64(c));
+    // Infinities and NaN: the plain sum says what IEEE's fma says.
+    Bool finite = e == e;
+    return f32(select(finite, round_odd(s, e), s));
+}
+
+// Veltkamp's split: x = hi + lo, each with at most 26 significant bits.
+static std::pair<F64, F64> split(F64 x) {
+    F64 t = f64c(134217729.0) * x;  // 2^27 + 1
+    F64 h = t - (t - x);
+    return {h, x - h};
+}
+
+F64 fma_f64(F64 a, F64 b, F64 c) {
+    // Dekker's exact product: a·b = ph + pl.
+    F64 ph = a * b;
+    auto [ah, al] = split(a);
+    auto [bh, bl] = split(b);
+    F64 pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl;
+    auto [th, tl] = two_sum(c, ph);
+    auto [s, e] = two_sum(tl, pl);
+    F64 r = th + round_odd(s, e);
+    // Exact zero: the sign of the plain expression.
+    return select(r == f64c(0.0), ph + c, r);
+}
+
+// The float next to y (y >= 0) in the direction up (+1) or down (-1), by its bits.
+static F32 step(F32 y, uint32_t up) { return f32_bits(up ? bits(y) + 1u : bits(y) - 1u); }
+
+// The correctly rounded f32 q of a positive real whose comparisons with any double m come from
+// `below(m)` (the real is below m) and `above(m)` (above m), starting from an estimate y0 within
+// one f32 step: y0's neighbour is taken where the real lies past the midpoint toward it, and an
+// exact midpoint goes to the even neighbour.
+// y >= 0 as a double, infinity as 2^128 (the step above the largest float), so midpoints next to
+// infinity are the overflow threshold.
+static F64 value(F32 y) { return select(bits(y) == 0x7f800000u, f64c(0x1p128), f64(y)); }
+
+template <class Below, class Above>
+static F32 correct(F32 y0, Below below, Above above) {
+    auto y = var(y0);
+    F32 v = y.get();
+    Bool finite = bits(v) < 0x7f800000u;
+    // Up: the midpoint between y and its upper neighbour (exact in double: 25 bits).
+    if_(finite, [&] {
+        F32 cur_y = y.get();
+        F64 mid = (f64(cur_y) + value(step(cur_y, 1))) * f64c(0.5);
+        Bool past = above(mid);
+        Bool tie = !past && !below(mid);
+        y = select(past || (tie && (bits(cur_y) & 1u) == 1u), step(cur_y, 1), cur_y);
+    });
+    F32 w = y.get();
+    if_(bits(w) != 0u && bits(w) <= 0x7f800000u, [&] {
+        F32 cur_y = y.get();
+        F32 dn = step(cur_y, 0);
+        F64 m2 = (f64(dn) + value(cur_y)) * f64c(0.5);
+        Bool under = below(m2);
+        Bool tie = !under && !above(m2);
+        y = select(under || (tie && (bits(cur_y) & 1u) == 1u), dn, cur_y);
+    });
+    return y.get();
+}
+
+F32 div_exact(F32 a, F32 b) {
+    // |a| / |b| with the sign put back; zeros, infinities and NaN take the plain quotient's
+    // (IEEE's) result, which the double division gives exactly.
+    U32 sign = (bits(a) ^ bits(b)) & 0x80000000u;
+    F32 x = f32_bits(bits(a) & 0x7fffffffu), y = f32_bits(bits(b) & 0x7fffffffu);
+    F64 xd = f64(x), yd = f64(y);
+    // SPIR-V's OpFDiv on doubles: an estimate; the correction below makes it exact.
+    F64 qd = F64(op(OpFDiv, type(K::f64), {xd.id, yd.id}));
+    F32 q0 = f32(qd);
+    Bool special = x == f32c(0.0f) || y == f32c(0.0f) || !(bits(x) < 0x7f800000u) || !(bits(y) < 0x7f800000u);
+    // q < m  <=>  x < m·y, exact: m has 25 bits, y 24.
+    F32 q = correct(q0, [&](F64 m) { return xd < m * yd; }, [&](F64 m) { return xd > m * yd; });
+    F32 r = select(special, q0, q);
+    return f32_bits(bits(r) | sign);
+}
+
+F32 sqrt_exact(F32 x) {
+    F64 xd = f64(x);
+    F64 rd = F64(ext(type(K::f64), GlslSqrt, {xd.id}));
+    F32 r0 = f32(rd);
+    Bool special = !(x > f32c(0.0f)) || !(bits(x) < 0x7f800000u);
+    // r < m  <=>  x < m², exact: m has 25 bits.
+    F32 r = correct(r0, [&](F64 m) { return xd < m * m; }, [&](F64 m) { return xd > m * m; });
+    return select(special, r0, r);
+}
+
+F32 mean_f32(F64 s, U32 n) {
+    // q = s / n; the CPU rounds q to double, then to float. f = an estimate's float; the answer is
+    // f or a neighbour, decided at the two float midpoints M (25 bits, so M·n is exact): RN_d(q)
+    // lies above M when s - M·n > n·ulp_d(M)/2, on M when within it (then ties go to the even
+    // float), below otherwise. s - M·n is exact (the two are within a factor of two).
+    F64 nd = F64(op(OpConvertUToF, type(K::f64), {n.id}));
+    F64 qd = F64(op(OpFDiv, type(K::f64), {s.id, nd.id}));
+    F32 f0 = f32(qd);
+    // ulp_d(M)/2 · n: M's exponent from its bits.
+    auto half_ulp_n = [&](F64 m) {
+        U32 e = (hi(bits(m)) >> 20) & 0x7ffu;  // biased exponent of M
+        // 2^(e - 1023 - 53): built from bits (e >= 54 for every M here).
+        F64 h = f64_bits(uvec2(u32c(0), (e - 53u) << 20));
+        return h * nd;
+    };
+    auto below = [&](F64 m) { return s - m * nd < -half_ulp_n(m); };
+    auto above = [&](F64 m) { return s - m * nd > half_ulp_n(m); };
+    F32 f = correct(f0, below, above);
+    return select(s == f64c(0.0), f32c(0.0f), f);
+}
+
+U32 f16_bits(F32 x) {
+    U32 u = bits(x);
+    U32 sign = (u >> 16) & 0x8000u;
+    U32 a = u & 0x7fffffffu;
+    // NaN: quieted, the payload's top bits kept (F16C); infinity and overflow: infinity.
+    U32 nan = sign | 0x7e00u | ((a & 0x7fffffu) >> 13);
+    U32 inf = sign | 0x7c00u;
+    // Normal f16: rebias, round to nearest even at bit 13.
+    U32 normal = sign | ((a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13);
+    // Subnormal f16 (and zero): the mantissa with its implicit bit, shifted right by 126 - e with
+    // round to nearest even on the bits shifted out.
+    U32 e = a >> 23;
+    U32 m = (a & 0x7fffffu) | 0x800000u;
+    U32 sh = select(e < 102u, u32c(31), u32c(126) - e);  // >= 25: everything shifted out
+    U32 sh_c = select(sh > 24u, u32c(24), sh);
+    U32 kept = select(sh > 24u, u32c(0), m >> sh_c);
+    U32 rem = select(sh > 24u, m, m & ((u32c(1) << sh_c) - 1u));
+    U32 half = select(sh > 24u, u32c(0x1000000u), u32c(1) << (sh_c - 1u));
+    Bool up = rem > half || (rem == half && (kept & 1u) == 1u);
+    U32 sub = sign | select(up, kept + 1u, kept);
+    U32 r = select(a < 0x38800000u, select(a == 0u, sign, sub), normal);
+    r = select(a >= 0x477ff000u, inf, r);
+    return select(a > 0x7f800000u, nan, r);
+}
+
+F32 f16_value(U32 h) { return unpack_half_lo(h & 0xffffu); }
+
+// glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, N = 32): the 32 table entries as 64-bit patterns.
+static const uint64_t EXP2F_T[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+
+F32 expf_libm(F32 x, bool fused) {
+    const double InvLn2N = 0x1.71547652b82fep+0 * 32, SHIFT = 0x1.8p+52;
+    const double C0 = 0x1.c6af84b912394p-5 / (32.0 * 32 * 32), C1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32),
+                 C2 = 0x1.62e42ff0c52d6p-1 / 32;
+    F64 xd = f64(x);
+    auto fma = [&](F64 a, F64 b, F64 c) { return fused ? fma_f64(a, b, c) : a * b + c; };
+    F64 kd = fma(f64c(InvLn2N), xd, f64c(SHIFT));
+    U32 ki = lo(bits(kd));
+    kd = kd - f64c(SHIFT);
+    F64 r = fused ? fma_f64(f64c(InvLn2N), xd, -kd) : f64c(InvLn2N) * xd - kd;
+    // t = T[ki % 32] + (ki << 47): the shift lands in the high word only.
+    auto table = var(uvec2(u32c(0), u32c(0)));
+    U32 idx = ki & 31u;
+    for (uint32_t i = 0; i < 32; ++i)
+        table = select(idx == i, uvec2(u32c(uint32_t(EXP2F_T[i])), u32c(uint32_t(EXP2F_T[i] >> 32))), table.get());
+    UVec2 t = table.get();
+    F64 sc = f64_bits(uvec2(lo(t), hi(t) + (ki << 15)));
+    F64 z = fma(f64c(C0), r, f64c(C1));
+    F64 r2 = r * r;
+    F64 y = fma(f64c(C2), r, f64c(1.0));
+    y = fma(z, r2, y);
+    y = y * sc;
+    F32 main = f32(y);
+    // The special cases, by the top 12 bits of x as glibc tests them.
+    U32 xb = bits(x);
+    U32 abstop = (xb >> 20) & 0x7ffu;
+    F32 big = select(xb == 0xff800000u, f32c(0.0f),
+                     select(abstop >= 0x7f8u, x + x,
+                            select(x > f32c(0x1.62e42ep6f), f32c(__builtin_inff()),
+                                   select(x < f32c(-0x1.9fe368p6f), f32c(0.0f), main))));
+    return select(abstop >= 0x42bu, big, main);
+}
+
+}  // namespace bankml::gpu::shader

@@ -1,0 +1,204 @@
+// The kernel toolkit: typed values over the SPIR-V assembler, so a kernel reads like the shader it
+// is. A Shader owns one spirv::Module and makes it current while it lives; U32, I32, F32, F64,
+// Bool and UVec2 values are ids in that module whose operators pick the opcode (every float add,
+// subtract and multiply stays NoContraction, so no driver fuses what the CPU keeps apart). Buffers
+// and workgroup arrays index like arrays, Var is a function variable, and if_/for_ write structured
+// control flow.
+//
+// The float operators are the IEEE operations Vulkan rounds correctly (add, subtract, multiply,
+// conversions). Division, square root and fused multiply-add are not among them on every card, so
+// there is no operator/ for floats: the exact helpers build the CPU's correctly rounded results
+// from plain operations (div_exact, sqrt_exact, fma_f32, fma_f64) and f16 rounding from integers
+// (f16_bits), each with a C++ twin in shader_ref.h that the tests prove against the C library.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu/spirv.h"
+
+namespace bankml::gpu::shader {
+
+enum class K { u32, i32, f32, f64, b, u2 };
+
+template <K k>
+struct V {
+    uint32_t id = 0;
+    V() = default;
+    explicit V(uint32_t i) : id(i) {}
+};
+using U32 = V<K::u32>;
+using I32 = V<K::i32>;
+using F32 = V<K::f32>;
+using F64 = V<K::f64>;
+using Bool = V<K::b>;
+using UVec2 = V<K::u2>;
+
+class Shader;
+// The shader being written on this thread.
+Shader& cur();
+spirv::Module& mod();
+uint32_t type(K k);
+
+// How a kernel gets f32 fused multiply-adds: native where the card proved its Fma correctly rounded
+// (kernels::probe_native_fma), else through double with round-to-odd (exact on every card with
+// correctly rounded double adds and multiplies).
+enum class Fma { exact, native };
+
+class Shader {
+public:
+    // A compute module with local size (local_x, 1, 1); uses_f64 adds the Float64 capability.
+    Shader(uint32_t local_x, bool uses_f64, Fma fma = Fma::exact);
+    ~Shader();
+    Shader(const Shader&) = delete;
+    Shader& operator=(const Shader&) = delete;
+
+    spirv::Module m;
+    Fma fma;
+    uint32_t push_var = 0, local_var = 0, group_var = 0, global_var = 0;  // made on first use
+    // The module's words (closes main).
+    std::vector<uint32_t> finish();
+
+private:
+    Shader* prev_;
+};
+
+// Constants.
+U32 u32c(uint32_t v);
+I32 i32c(int32_t v);
+F32 f32c(float v);
+F64 f64c(double v);
+Bool boolc(bool v);
+
+// Arithmetic. Integer ops wrap; float ops round to nearest even.
+template <K k> V<k> operator+(V<k> a, V<k> b);
+template <K k> V<k> operator-(V<k> a, V<k> b);
+template <K k> V<k> operator*(V<k> a, V<k> b);
+template <K k> V<k> operator-(V<k> a);
+U32 operator/(U32 a, U32 b);
+U32 operator%(U32 a, U32 b);
+U32 operator&(U32 a, U32 b);
+U32 operator|(U32 a, U32 b);
+U32 operator^(U32 a, U32 b);
+U32 operator~(U32 a);
+U32 operator<<(U32 a, U32 b);
+U32 operator>>(U32 a, U32 b);  // logical
+I32 operator>>(I32 a, U32 b);  // arithmetic
+inline U32 operator+(U32 a, uint32_t b) { return a + u32c(b); }
+inline U32 operator-(U32 a, uint32_t b) { return a - u32c(b); }
+inline U32 operator*(U32 a, uint32_t b) { return a * u32c(b); }
+inline U32 operator/(U32 a, uint32_t b) { return a / u32c(b); }
+inline U32 operator%(U32 a, uint32_t b) { return a % u32c(b); }
+inline U32 operator&(U32 a, uint32_t b) { return a & u32c(b); }
+inline U32 operator|(U32 a, uint32_t b) { return a | u32c(b); }
+inline U32 operator^(U32 a, uint32_t b) { return a ^ u32c(b); }
+inline U32 operator<<(U32 a, uint32_t b) { return a << u32c(b); }
+inline U32 operator>>(U32 a, uint32_t b) { return a >> u32c(b); }
+
+// Comparisons: unsigned for U32, signed for I32, ordered for floats (false with a NaN).
+template <K k> Bool operator<(V<k> a, V<k> b);
+template <K k> Bool operator<=(V<k> a, V<k> b);
+template <K k> Bool operator>(V<k> a, V<k> b);
+template <K k> Bool operator>=(V<k> a, V<k> b);
+template <K k> Bool operator==(V<k> a, V<k> b);
+template <K k> Bool operator!=(V<k> a, V<k> b);  // unordered for floats: true with a NaN
+inline Bool operator<(U32 a, uint32_t b) { return a < u32c(b); }
+inline Bool operator<=(U32 a, uint32_t b) { return a <= u32c(b); }
+inline Bool operator>(U32 a, uint32_t b) { return a > u32c(b); }
+inline Bool operator>=(U32 a, uint32_t b) { return a >= u32c(b); }
+inline Bool operator==(U32 a, uint32_t b) { return a == u32c(b); }
+inline Bool operator!=(U32 a, uint32_t b) { return a != u32c(b); }
+Bool operator&&(Bool a, Bool b);
+Bool operator||(Bool a, Bool b);
+Bool operator!(Bool a);
+
+template <K k> V<k> select(Bool c, V<k> a, V<k> b);
+
+// Conversions and reinterpretations.
+F64 f64(F32 x);            // exact
+F32 f32(F64 x);            // rounded to nearest even
+F32 f32(I32 x);            // exact below 2^24
+I32 i32(F32 x);            // toward zero (in range only)
+U32 bits(F32 x);
+F32 f32_bits(U32 x);
+I32 as_i32(U32 x);
+U32 as_u32(I32 x);
+UVec2 bits(F64 x);         // (low word, high word)
+F64 f64_bits(UVec2 x);
+U32 lo(UVec2 v);
+U32 hi(UVec2 v);
+UVec2 uvec2(U32 lo, U32 hi);
+F32 unpack_half_lo(U32 two_halves);  // f16 in bits 0..15, widened exactly
+F32 unpack_half_hi(U32 two_halves);  // bits 16..31
+F32 fabs(F32 x);
+F32 fmax(F32 a, F32 b);
+F32 round_even(F32 x);
+Bool is_nan(F32 x);
+
+// Function variables (placed at the start of main, as SPIR-V requires).
+template <K k>
+struct Var {
+    uint32_t ptr = 0;
+    V<k> get() const;
+    void set(V<k> v) const;
+    operator V<k>() const { return get(); }
+    const Var& operator=(V<k> v) const { set(v); return *this; }
+};
+template <K k> Var<k> var(V<k> init);
+
+// A storage buffer (binding b of set 0) or workgroup array of elements of one type.
+template <K k>
+struct Arr {
+    uint32_t var = 0;
+    uint32_t storage = 0;
+    bool buffer = true;
+    V<k> operator[](U32 i) const;
+    void set(U32 i, V<k> v) const;
+};
+template <K k> Arr<k> buffer(uint32_t binding, bool read_only, const std::string& name);
+template <K k> Arr<k> workgroup(uint32_t len);
+
+// The push-constant block of `count` u32 members; push(i) loads member i.
+void push_constants(uint32_t count);
+U32 push(uint32_t i);
+// Invocation ids (x component).
+U32 local_id();
+U32 group_id();
+U32 global_id();
+
+// Workgroup execution and memory barrier (in uniform control flow only).
+void barrier();
+
+// Structured control flow.
+void if_(Bool c, const std::function<void()>& then_body);
+void if_else(Bool c, const std::function<void()>& then_body, const std::function<void()>& else_body);
+// for (i = begin; i < end; i += step) body(i).
+void for_(U32 begin, U32 end, U32 step, const std::function<void(U32)>& body);
+inline void for_(U32 begin, U32 end, const std::function<void(U32)>& body) { for_(begin, end, u32c(1), body); }
+
+// ---- The exact helpers: the CPU's roundings from plain operations.
+
+// Knuth's TwoSum in double: (RN(a + b), the exact error).
+std::pair<F64, F64> two_sum(F64 a, F64 b);
+// fmaf(a, b, c) correctly rounded: native Fma where the shader's Fma is native, else a·b exact in
+// double, the sum rounded to odd in double, then rounded to f32 (Boldo & Melquiond: 53 >= 24 + 2).
+F32 fma_f32(F32 a, F32 b, F32 c);
+// fma(a, b, c) in double, correctly rounded: Dekker's exact product (Veltkamp split), TwoSum,
+// round to odd, one rounding (no overflow or underflow in the products).
+F64 fma_f64(F64 a, F64 b, F64 c);
+// a / b and sqrt(x) in f32, correctly rounded: an estimate through double, then the neighbour
+// whose midpoint test, exact in double, says the quotient (root) lies on its side.
+F32 div_exact(F32 a, F32 b);
+F32 sqrt_exact(F32 x);
+// (float)(s / (double)n) for a double s >= 0 and an integer 0 < n < 2^24, with the double
+// rounding of the division and then of the cast both as the CPU does them.
+F32 mean_f32(F64 s, U32 n);
+// The f16 bits (round to nearest even; F16C's NaN and infinity) of an f32, from integers alone.
+U32 f16_bits(F32 x);
+// An f16 (low 16 bits) widened exactly.
+F32 f16_value(U32 h);
+// expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).
+F32 expf_libm(F32 x, bool fused);
+
+}  // namespace bankml::gpu::shader

@@ -1,0 +1,294 @@
+#include "model/forward_gpu.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "core/error.h"
+#include "gpu/kernels.h"
+
+namespace bankml::model {
+
+namespace kn = gpu::kernels;
+namespace go = gpu::ops;
+
+namespace {
+
+uint32_t fbits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+// A weight matrix on the card, in its kernel's layout (several GGUF matrices with the same input
+// stacked row-wise: Q, K and V; gate and up).
+struct CardMatrix {
+    gguf::Type type = gguf::Type::F32;
+    size_t rows = 0, cols = 0;
+    gpu::Buffer a, b;  // Q1_0: scales, bits; Q2_0: scales, codes; F16: the rows (b unused)
+};
+
+}  // namespace
+
+struct GpuForward::Impl {
+    gpu::Gpu gpu;
+    const Hparams& hp;
+    int n_ctx;
+    std::string name;
+    uint64_t weights = 0, cache = 0;
+
+    // Pipelines by kernel name ("q1_0_mat_vec8x4_fma", "rms_norm", ...).
+    std::map<std::string, gpu::Pipeline> pipes;
+    bool q1_0_native = false;
+
+    // Activations, all [n] f32 unless noted; the cache [layer][kv head][position][head_dim] f16.
+    gpu::Buffer x;        // [n_embd] the residual stream; the host writes the embedding row
+    gpu::Buffer state;    // words: position, cached positions, -, -, the rope table [head_dim]
+    gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
+    gpu::Buffer xn;       // [max(n_embd, n_head·head_dim, n_ff)] a normed or gated input
+    gpu::Buffer table;    // the Q1_0 lane products of the prepared input
+    gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
+    gpu::Buffer act16;    // its f16 rounding, two to a word
+    gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
+    gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
+    gpu::Buffer att;      // [n_head·head_dim]
+    gpu::Buffer o;        // [n_embd] an output product, added to x by the next norm
+    gpu::Buffer gu;       // [2·n_ff] gate then up
+    gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
+    gpu::Buffer kc, vc;
+    gpu::Buffer logits;   // [n_vocab] host-cached
+    std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
+    CardMatrix out_w;
+    gpu::Sequence seq;
+
+    // BANKML_GPU_PROFILE=1: each step's card time, summed by kernel and printed at the end.
+    bool profile = false;
+    std::vector<std::string> step_names;
+    std::map<std::string, double> profile_us;
+    size_t profiled_tokens = 0;
+
+    int inject_at = -1;
+    std::string inject_what;
+
+    Impl(gpu::Gpu g, const Hparams& h, int ctx) : gpu(std::move(g)), hp(h), n_ctx(ctx), name(gpu.name()) {}
+
+    const gpu::Pipeline& pipe(const std::string& n) { return pipes.at(n); }
+    std::string pipe_name(const gpu::Pipeline* p) const {
+        for (const auto& [n, q] : pipes)
+            if (q.id == p->id) return n;
+        return "?";
+    }
+
+    gpu::Buffer upload_words(const std::vector<uint32_t>& w) {
+        gpu::Buffer b = gpu.buffer(w.size() * 4 + 4);
+        gpu.write(b, std::span<const uint32_t>(w));
+        weights += b.bytes;
+        return b;
+    }
+
+    CardMatrix upload(std::initializer_list<const Matrix*> parts) {
+        const Matrix& first = **parts.begin();
+        CardMatrix c;
+        c.type = first.type;
+        c.cols = (size_t)first.cols;
+        for (const Matrix* p : parts) {
+            if (p->type != c.type || (size_t)p->cols != c.cols)
+                throw Error("a layer mixes matrix types or widths (" + std::string(gguf::type_name(p->type)) + ")");
+            c.rows += (size_t)p->rows;
+        }
+        std::vector<uint8_t> raw;
+        raw.reserve(c.rows * first.row_bytes);
+        for (const Matrix* p : parts) raw.insert(raw.end(), p->data, p->data + (size_t)p->rows * p->row_bytes);
+        switch (c.type) {
+            case gguf::Type::Q1_0: {
+                kn::PackedQ1_0 pk = kn::pack_q1_0(raw, c.rows, c.cols);
+                c.a = upload_words(pk.scales);
+                c.b = upload_words(pk.bits);
+                break;
+            }
+            case gguf::Type::Q2_0: {
+                go::PackedQ2_0 pk = go::pack_q2_0(raw.data(), c.rows, c.cols);
+                c.a = upload_words(pk.scales);
+                c.b = upload_words(pk.codes);
+                break;
+            }
+            case gguf::Type::F16: {
+                std::vector<uint32_t> w(raw.size() / 4);
+                std::memcpy(w.data(), raw.data(), w.size() * 4);
+                c.a = upload_words(w);
+                c.b = c.a;
+                break;
+            }
+            default:
+                throw Error(std::string("no card kernel for ") + gguf::type_name(c.type) + " matrices");
+        }
+        return c;
+    }
+
+    // The product of a card matrix with the prepared input, into out.
+    gpu::Step product(const CardMatrix& w, const gpu::Buffer& out) {
+        const uint32_t rows = (uint32_t)w.rows, cols = (uint32_t)w.cols;
+        switch (w.type) {
+            case gguf::Type::Q1_0: {
+                const uint32_t per = kn::mat_vec8_per(w.rows);
+                const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
+                return {&pipe(n), {&w.a, &w.b, &d8, &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
+            }
+            case gguf::Type::Q2_0:
+                return {&pipe("q2_0_mat_vec"), {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8};
+            default:
+                return {&pipe("f16_mat_vec"), {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8};
+        }
+    }
+    gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
+        return {&pipe("prep_act"), {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32)};
+    }
+    gpu::Step norm(uint32_t w_off, bool residual) {
+        return {&pipe("rms_norm"), {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1};
+    }
+};
+
+GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bool q1_0_native)
+    : d_(std::make_unique<Impl>(std::move(g), *m.hp, m.n_ctx)) {
+    Impl& d = *d_;
+    const Hparams& hp = *m.hp;
+    const size_t E = hp.n_embd, D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv, FF = hp.n_ff,
+                 L = hp.n_layer, V = hp.n_vocab, NQ = NH * D, C = (size_t)m.n_ctx;
+    if (!d.gpu.has_f64()) throw Error("shaderFloat64 missing");
+    if (D % 32 || D > 256) throw Error("head size " + std::to_string(D) + " (the card's attention takes multiples of 32 up to 256)");
+    if (E % 128 || NQ % 128 || FF % 128) throw Error("a row length is not a multiple of 128");
+    d.q1_0_native = q1_0_native;
+
+    // Pipelines: every op kernel, and the Q1_0 product's variants.
+    for (const go::OpKernel& k : go::op_kernels())
+        if (std::string(k.name) != "expf") d.pipes[k.name] = d.gpu.pipeline(k.build(build), k.bindings, k.push_words * 4);
+    const kn::FmaPath path = q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact;
+    for (uint32_t per : kn::MAT_VEC8_PERS)
+        d.pipes[kn::kernel_name(true, path, per)] = d.gpu.pipeline(kn::q1_0_mat_vec8(path, per), kn::Q1_0_BINDINGS, kn::Q1_0_PUSH_BYTES);
+
+    // Weights.
+    std::vector<float> nw;
+    auto put = [&](const float* p, size_t n) {
+        uint32_t at = (uint32_t)nw.size();
+        nw.insert(nw.end(), p, p + n);
+        return at;
+    };
+    struct Offs { uint32_t attn, ffn, qn, kn; };
+    std::vector<Offs> offs(L);
+    for (size_t l = 0; l < L; ++l) {
+        const Layer& y = m.layers[l];
+        offs[l] = {put(y.attn_norm, E), put(y.ffn_norm, E), put(y.q_norm, D), put(y.k_norm, D)};
+        d.qkv_w.push_back(d.upload({&y.wq, &y.wk, &y.wv}));
+        d.wo_w.push_back(d.upload({&y.wo}));
+        d.gu_w.push_back(d.upload({&y.gate, &y.up}));
+        d.down_w.push_back(d.upload({&y.down}));
+    }
+    const uint32_t out_norm = put(m.output_norm, E);
+    d.norms = d.gpu.upload(std::span<const float>(nw));
+    d.out_w = d.upload({m.output});
+
+    // Activations and the cache.
+    auto zeroed = [&](size_t floats) {
+        gpu::Buffer b = d.gpu.buffer(floats * 4 + 16);
+        std::memset(b.mapped, 0, b.bytes);
+        return b;
+    };
+    const size_t widest = std::max({E, NQ, FF});
+    d.x = zeroed(E);
+    d.state = zeroed(go::STATE_ROPE + D);
+    d.xn = zeroed(widest);
+    d.table = zeroed(go::table_floats(widest));
+    d.q8 = zeroed(widest);
+    d.d8 = zeroed(widest / 32);
+    d.act16 = zeroed(widest / 2);
+    d.qkv = zeroed(NQ + 2 * NKV * D);
+    d.q = zeroed(NQ);
+    d.att = zeroed(NQ);
+    d.o = zeroed(E);
+    d.gu = zeroed(2 * FF);
+    d.scratch = zeroed(3 * NH * C);
+    const size_t layer_words = NKV * C * D / 2;
+    d.kc = d.gpu.buffer(L * layer_words * 4);
+    d.vc = d.gpu.buffer(L * layer_words * 4);
+    d.cache = d.kc.bytes + d.vc.bytes;
+    d.logits = d.gpu.readback_buffer(V * 4);
+
+    // The token, recorded once.
+    std::vector<gpu::Step> s;
+    const float scale = 1.0f / sqrtf((float)D);
+    for (size_t l = 0; l < L; ++l) {
+        s.push_back(d.norm(offs[l].attn, l > 0));
+        s.push_back(d.prep(d.xn, E));
+        s.push_back(d.product(d.qkv_w[l], d.qkv));
+        s.push_back({&d.pipe("head_norm_rope"), {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
+                     {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
+                      (uint32_t)C, fbits(hp.rms_eps)},
+                     (uint32_t)(NH + NKV)});
+        s.push_back({&d.pipe("attention"), {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.att},
+                     {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
+                     (uint32_t)NH});
+        s.push_back(d.prep(d.att, NQ));
+        s.push_back(d.product(d.wo_w[l], d.o));
+        s.push_back(d.norm(offs[l].ffn, true));
+        s.push_back(d.prep(d.xn, E));
+        s.push_back(d.product(d.gu_w[l], d.gu));
+        s.push_back(d.prep(d.gu, FF, true));  // SwiGLU on the way in
+        s.push_back(d.product(d.down_w[l], d.o));
+    }
+    s.push_back(d.norm(out_norm, true));
+    s.push_back(d.prep(d.xn, E));
+    s.push_back(d.product(d.out_w, d.logits));
+    const char* prof = std::getenv("BANKML_GPU_PROFILE");
+    d.profile = prof && std::string(prof) == "1";
+    for (const gpu::Step& st : s) d.step_names.push_back(d.pipe_name(st.pipeline));
+    d.seq = d.gpu.record(s, d.profile);
+}
+
+GpuForward::~GpuForward() {
+    Impl& d = *d_;
+    if (!d.profile || !d.profiled_tokens) return;
+    double total = 0;
+    for (const auto& [n, us] : d.profile_us) total += us;
+    std::fprintf(stderr, "bankml: GPU profile over %zu tokens (card time per token):\n", d.profiled_tokens);
+    for (const auto& [n, us] : d.profile_us)
+        std::fprintf(stderr, "  %-24s %9.1f us  %5.1f %%\n", n.c_str(), us / double(d.profiled_tokens), 100.0 * us / total);
+    std::fprintf(stderr, "  %-24s %9.1f us\n", "total", total / double(d.profiled_tokens));
+}
+
+void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
+    Impl& d = *d_;
+    if (d.inject_at >= 0 && d.inject_at-- == 0) {
+        const std::string w = d.inject_what;
+        if (w == "device lost") throw Error("vkQueueSubmit failed: VK_ERROR_DEVICE_LOST (injected)");
+        if (w == "out of memory") throw Error("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (injected)");
+        throw Error("vkQueueSubmit failed: VK_ERROR_UNKNOWN (injected)");
+    }
+    if (pos < 0 || pos >= d.n_ctx) throw Error("GpuForward::step: position " + std::to_string(pos) + " outside the cache");
+    const size_t E = d.hp.n_embd, D = d.hp.head_dim;
+    std::memcpy(d.x.mapped, x, E * 4);
+    uint32_t* st = static_cast<uint32_t*>(d.state.mapped);
+    st[go::STATE_POS] = (uint32_t)pos;
+    st[go::STATE_NKV] = (uint32_t)pos + 1;
+    std::memcpy(st + go::STATE_ROPE, cs, D * 4);
+    d.gpu.submit(d.seq);
+    d.gpu.wait();
+    if (d.profile) {
+        const std::vector<double> us = d.gpu.step_us();
+        for (size_t i = 0; i < us.size() && i < d.step_names.size(); ++i) d.profile_us[d.step_names[i]] += us[i];
+        d.profiled_tokens += !us.empty();
+    }
+    if (logits) std::memcpy(logits, d.logits.mapped, (size_t)d.hp.n_vocab * 4);
+}
+
+const std::string& GpuForward::device() const { return d_->name; }
+uint64_t GpuForward::weight_bytes() const { return d_->weights; }
+uint64_t GpuForward::cache_bytes() const { return d_->cache; }
+size_t GpuForward::dispatches() const { return d_->seq.steps; }
+void GpuForward::inject_failure(int at, const std::string& what) {
+    d_->inject_at = at;
+    d_->inject_what = what;
+}
+
+}  // namespace bankml::model

@@ -1,0 +1,58 @@
+// The qwen3 decode on the card, one token at a time, with the CPU forward pass's bits: the weights
+// uploaded once into the card's memory, the f16 cache on the card, and every layer recorded once
+// into one sequence of dispatches that is submitted once per token. What changes per token (the
+// embedding row, the position, the rope table) is written into two small host-visible buffers
+// before the submission; the logits come back in host-cached memory.
+//
+// The CPU keeps what needs no card: the token's embedding row (dequantized from the mapped file)
+// and the rope table (cosf/sinf, as ops::Rope::cache computes them), so no transcendental but
+// expf is evaluated on the card, and that one as the C library does (gpu::ops).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "gpu/compute.h"
+#include "gpu/op_kernels.h"
+#include "model/forward.h"
+#include "model/layer.h"
+
+namespace bankml::model {
+
+struct GpuModel {
+    const Hparams* hp = nullptr;
+    std::span<const Layer> layers;
+    const Matrix* output = nullptr;
+    const float* output_norm = nullptr;
+    int n_ctx = 0;
+};
+
+class GpuForward {
+public:
+    // Uploads the model and records its sequence; throws bankml::Error with the reason the card
+    // cannot run it (a matrix type without a kernel, a head size the kernels do not take, memory).
+    GpuForward(gpu::Gpu gpu, const GpuModel& m, const gpu::ops::Build& build, bool q1_0_native);
+    ~GpuForward();
+
+    // One token at position pos: x its embedding row (n_embd floats), cs the rope table for pos
+    // (head_dim floats). logits: n_vocab floats, or nullptr when nobody reads them.
+    void step(const float* x, const float* cs, int pos, float* logits);
+
+    const std::string& device() const;
+    // Bytes of weights and of cache on the card.
+    uint64_t weight_bytes() const;
+    uint64_t cache_bytes() const;
+    // Dispatches per token.
+    size_t dispatches() const;
+    // Tests: the step numbered `at` (0: the next) fails as `what` says ("device lost", "out of
+    // memory", "submit") before it reaches the card.
+    void inject_failure(int at, const std::string& what);
+
+    struct Impl;
+
+private:
+    std::unique_ptr<Impl> d_;
+};
+
+}  // namespace bankml::model

@@ -1,0 +1,192 @@
+#include "serve/engine.h"
+
+#include "core/error.h"
+
+namespace bankml::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Thrown from inside generate() to leave it: the client left or the deadline passed.
+struct Interrupted {
+    bool deadline;
+};
+
+constexpr size_t RECENT = 16;
+
+// A slot's model as generate() sees it: each evaluation waits for its turn, and a cancelled or
+// expired job stops before its next one.
+class SlotLogits : public model::LogitSource {
+public:
+    SlotLogits(model::Model& m, Engine& e, Job& j) : m_(m), e_(e), j_(j) {}
+    int n_vocab() const override { return m_.n_vocab(); }
+    int n_ctx() const override { return m_.n_ctx(); }
+    int n_past() const override { return m_.n_past(); }
+    void eval(std::span<const int32_t> tokens, std::vector<float>& logits) override {
+        if (j_.cancel.load()) throw Interrupted{false};
+        if (Clock::now() >= j_.deadline) throw Interrupted{true};
+        if (!first_) ++decoded_;
+        first_ = false;
+        e_.turn_lock();
+        try {
+            m_.eval_into(tokens, logits);
+        } catch (...) {
+            e_.turn_unlock();
+            throw;
+        }
+        e_.turn_unlock();
+    }
+    // Tokens sampled so far when generate() was left by an interruption: every sampled token but
+    // the last was evaluated, and the interruption came instead of the last one's evaluation.
+    int sampled_at_interrupt() const { return decoded_ + 1; }
+
+private:
+    model::Model& m_;
+    Engine& e_;
+    Job& j_;
+    bool first_ = true;
+    int decoded_ = 0;
+};
+
+}  // namespace
+
+bool Job::take(std::string& out, int ms) {
+    std::unique_lock<std::mutex> l(mu);
+    if (pending.empty() && !done) cv.wait_for(l, std::chrono::milliseconds(ms), [&] { return !pending.empty() || done; });
+    out.swap(pending);
+    pending.clear();
+    return done && pending.empty();
+}
+
+Engine::Engine(std::vector<std::unique_ptr<model::Model>> models, const model::Tokenizer& tok)
+    : models_(std::move(models)), tok_(tok) {
+    if (models_.empty()) throw Error("serve: no slots");
+    totals_.slots = int(models_.size());
+    for (int i = 0; i < int(models_.size()); ++i) threads_.emplace_back([this, i] { slot_loop(i); });
+}
+
+Engine::~Engine() { stop(); }
+
+int Engine::n_ctx() const { return models_[0]->n_ctx(); }
+
+void Engine::turn_lock() {
+    std::unique_lock<std::mutex> l(turn_mu_);
+    uint64_t mine = next_ticket_++;
+    turn_cv_.wait(l, [&] { return serving_ == mine; });
+}
+
+void Engine::turn_unlock() {
+    {
+        std::lock_guard<std::mutex> l(turn_mu_);
+        ++serving_;
+    }
+    turn_cv_.notify_all();
+}
+
+void Engine::submit(const std::shared_ptr<Job>& job) {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        if (stopping_) throw Error("serve: the server is stopping");
+        queue_.push_back(job);
+    }
+    cv_.notify_one();
+}
+
+void Engine::stop() {
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+    threads_.clear();
+}
+
+Stats Engine::stats() const {
+    std::lock_guard<std::mutex> l(mu_);
+    Stats s = totals_;
+    s.queue = int(queue_.size());
+    s.slots_busy = busy_;
+    s.uptime_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+    return s;
+}
+
+void Engine::slot_loop(int i) {
+    for (;;) {
+        std::shared_ptr<Job> job;
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping, nothing left to do
+            job = queue_.front();
+            queue_.pop_front();
+            ++busy_;
+        }
+        run_job(i, *job);
+        std::lock_guard<std::mutex> l(mu_);
+        --busy_;
+    }
+}
+
+void Engine::run_job(int i, Job& job) {
+    model::Model& m = *models_[i];
+    {
+        std::lock_guard<std::mutex> l(job.mu);
+        job.started = true;
+    }
+    m.reset();
+    model::Sampler sampler(job.sampling);
+    SlotLogits src(m, *this, job);
+    std::string text;  // what was streamed, for an interrupted job's result
+    model::GenerateResult r;
+    std::string error;
+    bool interrupted = false, by_deadline = false;
+    try {
+        r = model::generate(src, tok_, sampler, job.prompt, job.gen, [&](std::string_view t) {
+            text += t;
+            {
+                std::lock_guard<std::mutex> l(job.mu);
+                job.pending += t;
+            }
+            job.cv.notify_all();
+        });
+    } catch (const Interrupted& e) {
+        interrupted = true;
+        by_deadline = e.deadline;
+        r = model::GenerateResult{};
+        r.text = text;
+        r.n_prompt = int(job.prompt.size());
+        r.ids.resize(size_t(src.sampled_at_interrupt()));
+        r.reason = model::StopReason::Length;
+    } catch (const std::exception& e) {
+        error = e.what();
+    }
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        totals_.requests++;
+        if (error.empty()) {
+            totals_.tokens_in += uint64_t(r.n_prompt);
+            totals_.tokens_out += uint64_t(r.ids.size());
+            if (!interrupted && r.gen_seconds > 0) {
+                totals_.recent_tps.push_back(r.gen_tps());
+                if (totals_.recent_tps.size() > RECENT) totals_.recent_tps.erase(totals_.recent_tps.begin());
+            }
+        } else {
+            totals_.failed++;
+        }
+        if (interrupted && !by_deadline) totals_.cancelled++;
+    }
+    {
+        std::lock_guard<std::mutex> l(job.mu);
+        job.result = std::move(r);
+        job.error = error;
+        job.cancelled = interrupted && !by_deadline;
+        job.timed_out = by_deadline;
+        job.done = true;
+    }
+    job.cv.notify_all();
+}
+
+}  // namespace bankml::serve

@@ -1,0 +1,189 @@
+// The GPU forward pass on the test card (lavapipe where there is no other): the tiny Q1_0, Q2_0
+// and F16 models' logits equal the CPU path's byte for byte at every step, llama.cpp's greedy
+// tokens come out, and a card that fails mid-generation hands the rest to the CPU with the same
+// bits. The card proves its Q1_0 kernels (and whether its Fma is native) first, as bankml does.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
+#include "gpu_device.h"
+#include "model/forward.h"
+#include "model/forward_gpu.h"
+#include "test.h"
+
+using namespace bankml;
+
+namespace {
+
+// A fresh card (the model takes it) with the build its verification allows.
+struct Card {
+    gpu::Gpu gpu;
+    gpu::ops::Build build;
+    bool native = false;
+};
+
+Card open_card() {
+    bt::TestGpu& t = bt::test_gpu_device();
+    if (!t.gpu) SKIP("gpu", t.why);
+    Card c{gpu::Gpu::open(t.index), {}, false};
+    if (!c.gpu.has_f64()) SKIP("gpu", "the test card has no shaderFloat64");
+    gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
+    gpu::kernels::VerifyOptions vo;
+    vo.full = false;
+    vo.chosen = &path;
+    gpu::kernels::verify_q1_0(c.gpu, vo);
+    c.native = path == gpu::kernels::FmaPath::native;
+    c.build.fma = c.native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
+    c.build.expf_fused = gpu::ops::host_expf_fused();
+    return c;
+}
+
+std::unique_ptr<model::Model> open_model(const std::string& type, bool on_gpu) {
+    model::ModelOptions opt;
+    opt.threads = 2;
+    opt.ctx = 96;
+    auto m = model::Model::open(bt::data_path("tiny-" + type + ".gguf"), opt);
+    if (on_gpu) {
+        Card c = open_card();
+        m->use_gpu(std::move(c.gpu), c.build, c.native);
+    }
+    return m;
+}
+
+// The prompt, then n greedy tokens: every step's logits, concatenated.
+std::vector<float> steps(model::Model& m, const std::vector<int32_t>& prompt, int n) {
+    std::vector<float> all, l;
+    m.eval_into(prompt, l);
+    all.insert(all.end(), l.begin(), l.end());
+    for (int i = 0; i < n; ++i) {
+        int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        m.eval_into(std::span<const int32_t>(&t, 1), l);
+        all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+std::vector<int32_t> prompt_of(size_t n) {
+    std::vector<int32_t> p;
+    for (size_t i = 0; i < n; ++i) p.push_back(int32_t((i * 389 + 17) % 1000));
+    return p;
+}
+
+}  // namespace
+
+TEST(forward_gpu_logits_equal_the_cpu_path_byte_for_byte) {
+    for (const char* type : {"q1_0", "q2_0", "f16"})
+        for (size_t len : {1, 8, 37}) {
+            auto cpu = open_model(type, false);
+            auto card = open_model(type, true);
+            REQUIRE(card->on_gpu());
+            const auto p = prompt_of(len);
+            auto want = steps(*cpu, p, 20), got = steps(*card, p, 20);
+            if (!CHECK(same_bytes(want, got))) std::fprintf(stderr, "  %s, prompt of %zu\n", type, len);
+            CHECK(card->on_gpu());
+        }
+}
+
+TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
+    auto cpu = open_model("q1_0", false);
+    auto card = open_model("q1_0", true);
+    const auto p = prompt_of(12);
+    CHECK(same_bytes(cpu->eval(p, true), card->eval(p, true)));
+}
+
+TEST(forward_gpu_gives_llama_cpp_greedy_tokens) {
+    std::ifstream in(bt::data_path("tiny-greedy.txt"));
+    REQUIRE(in.good());
+    std::string line, model;
+    std::vector<int32_t> prompt;
+    int cases = 0;
+    while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        std::string key;
+        ls >> key;
+        if (key == "model") ls >> model;
+        if (key == "prompt") {
+            prompt.clear();
+            for (int32_t v; ls >> v;) prompt.push_back(v);
+        }
+        if (key != "greedy") continue;
+        std::vector<int32_t> want;
+        for (int32_t v; ls >> v && want.size() < 24;) want.push_back(v);
+        std::string type = "q1_0";
+        for (const char* t : {"q2_0", "f16"})
+            if (model.find(t) != std::string::npos) type = t;
+        auto m = open_model(type, true);
+        std::vector<float> l;
+        m->eval_into(prompt, l);
+        std::vector<int32_t> got;
+        for (size_t i = 0; i < want.size(); ++i) {
+            int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+            got.push_back(t);
+            m->eval_into(std::span<const int32_t>(&t, 1), l);
+        }
+        CHECK(got == want);
+        cases++;
+    }
+    CHECK_EQ(cases, 6);
+}
+
+TEST(forward_gpu_failure_falls_back_to_the_cpu_with_the_same_bits) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(8);
+    const auto want = steps(*cpu, p, 12);
+    // A device lost, an out-of-memory and a failed submission, at the first step, in the prompt
+    // and while decoding.
+    const std::pair<const char*, int> cases[] = {{"device lost", 11}, {"out of memory", 0}, {"submit", 4}};
+    for (const auto& [what, at] : cases) {
+        auto card = open_model("q1_0", true);
+        REQUIRE(card->gpu_forward() != nullptr);
+        card->gpu_forward()->inject_failure(at, what);
+        auto got = steps(*card, p, 12);
+        if (!CHECK(same_bytes(want, got))) std::fprintf(stderr, "  failure '%s' at step %d\n", what, at);
+        CHECK(!card->on_gpu());
+        CHECK_EQ(card->n_past(), cpu->n_past());
+    }
+}
+
+TEST(forward_gpu_refuses_an_f32_cache_and_a_started_model) {
+    model::ModelOptions opt;
+    opt.threads = 1;
+    opt.kv_f32 = true;
+    auto m = model::Model::open(bt::data_path("tiny-q1_0.gguf"), opt);
+    Card c = open_card();
+    CHECK_THROWS(m->use_gpu(std::move(c.gpu), c.build, c.native), "f32 cache");
+    CHECK(!m->on_gpu());
+    auto m2 = open_model("q1_0", false);
+    m2->eval(prompt_of(2));
+    Card c2 = open_card();
+    CHECK_THROWS(m2->use_gpu(std::move(c2.gpu), c2.build, c2.native), "before its first token");
+}
+
+TEST(run_json_names_the_backend_and_gpu_off_keeps_the_cpu) {
+    const std::string m = bt::data_path("tiny-q1_0.gguf"), bin = bt::bankml_bin();
+    auto card = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 " + bin + " run -m " + m + " --tokens 1,2,3 -n 4 --json");
+    REQUIRE_EQ(card.code, 0);
+    if (card.out.find("\"backend\":\"vulkan\"") == std::string::npos) {
+        if (card.err.find("stays on the CPU") != std::string::npos || card.err.empty()) SKIP("gpu", "no card runs the model here: " + card.err);
+    }
+    CHECK(card.out.find("\"backend\":\"vulkan\"") != std::string::npos);
+    CHECK(card.err.find("runs the model") != std::string::npos);
+    auto off = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU=off " + bin + " run -m " + m + " --tokens 1,2,3 -n 4 --json");
+    REQUIRE_EQ(off.code, 0);
+    CHECK(off.out.find("\"backend\":\"cpu\",\"device\":null") != std::string::npos);
+    // The same tokens and the same logits either way.
+    const std::string dir = bt::temp_dir();
+    auto a = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 " + bin + " run -m " + m + " --tokens 5,6,7 -n 6 --logits " + dir + "/g.f32");
+    auto b = bt::run_cmd("BANKML_GPU=off " + bin + " run -m " + m + " --tokens 5,6,7 -n 6 --logits " + dir + "/c.f32");
+    CHECK_EQ(a.out, b.out);
+    auto ga = bt::read_file(dir + "/g.f32"), cb = bt::read_file(dir + "/c.f32");
+    CHECK_EQ(ga.size(), (size_t)6 * 1024 * 4);
+    CHECK(ga == cb);
+}
