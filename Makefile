@@ -39,7 +39,7 @@ ASANFLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sa
 
 VULKAN_H := $(firstword $(wildcard /usr/include/vulkan/vulkan.h /usr/local/include/vulkan/vulkan.h))
 
-.PHONY: all test check-asan bench run clean vulkan-headers old-glibc
+.PHONY: all test check-asan fuzz bench run clean vulkan-headers old-glibc
 all: bankml
 
 # The Vulkan headers are the one build-time package: install them when we can, else say how.
@@ -82,10 +82,18 @@ check-asan:
 	  LINKFLAGS="-pthread" $(ASANBUILD)/bankml_tests $(ASANBUILD)/bankml-asan
 	ASAN_OPTIONS=detect_leaks=1:suppressions=$(CURDIR)/tests/asan.supp LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  BANKML_FUZZ_SEED=$(BANKML_FUZZ_SEED) BANKML_FUZZ_COUNT=$(BANKML_FUZZ_COUNT) \
 	  BANKML_BIN=$(CURDIR)/$(ASANBUILD)/bankml-asan BANKML_ASAN=1 ./$(ASANBUILD)/bankml_tests $(T)
 
 $(ASANBUILD)/bankml-asan: $(ASANBUILD)/bankml.o $(SRCS:%.cpp=$(ASANBUILD)/%.o)
 	$(CXX) $(LDFLAGS) -o $@ $^ $(LINKFLAGS) $(LDLIBS)
+
+# `make fuzz SEED=7 COUNT=20000`: the GGUF fuzz tests of `make test`, with that many seeded byte
+# flips, under AddressSanitizer and UBSan.
+SEED  ?= 1
+COUNT ?= 20000
+fuzz:
+	$(MAKE) check-asan T=fuzz_gguf BANKML_FUZZ_SEED=$(SEED) BANKML_FUZZ_COUNT=$(COUNT)
 
 bench: bankml
 	./bankml bench pool

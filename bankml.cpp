@@ -8,6 +8,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "cmd/commands.h"
 
 using bankml::cli::Command;
@@ -61,7 +62,16 @@ static int cmd_help(const std::vector<std::string>& args) {
     return 0;
 }
 
+// The message without a leading "NAME: " that would repeat the command's prefix
+// ("bankml synth: synth: ..." is printed "bankml synth: ...").
+static const char* without_prefix(const char* what, const char* name) {
+    size_t n = std::strlen(name);
+    if (std::strncmp(what, name, n) == 0 && what[n] == ':' && what[n + 1] == ' ') return what + n + 2;
+    return what;
+}
+
 int main(int argc, char** argv) {
+    bankml::file::guard_std_descriptors();
     std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {
         print_usage(stderr);
@@ -79,24 +89,31 @@ int main(int argc, char** argv) {
         return bankml::EXIT_USAGE;
     }
     std::vector<std::string> rest(args.begin() + 1, args.end());
-    for (const auto& a : rest)
-        if (a == "--help" || a == "-h") {
-            std::fputs(c->help, stdout);
-            return 0;
-        }
     try {
-        return c->run(rest);
+        int rc = c->run(rest);
+        // Output that never arrived (a full disk, a closed stdout) is a failure, not exit 0.
+        bankml::file::check_written(stdout);
+        return rc;
+    } catch (const bankml::cli::HelpRequested&) {
+        std::fputs(c->help, stdout);
+        try {
+            bankml::file::check_written(stdout);
+        } catch (const bankml::Error& e) {
+            std::fprintf(stderr, "bankml %s: %s\n", c->name, e.what());
+            return 1;
+        }
+        return 0;
     } catch (const bankml::UsageError& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s (see bankml help %s)\n", c->name, e.what(), c->name);
+        std::fprintf(stderr, "bankml %s: %s (see bankml help %s)\n", c->name, without_prefix(e.what(), c->name), c->name);
         return e.code;
     } catch (const bankml::Error& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s\n", c->name, e.what());
+        std::fprintf(stderr, "bankml %s: %s\n", c->name, without_prefix(e.what(), c->name));
         return e.code;
     } catch (const std::exception& e) {
         std::fflush(stdout);
-        std::fprintf(stderr, "bankml %s: %s\n", c->name, e.what());
+        std::fprintf(stderr, "bankml %s: %s\n", c->name, without_prefix(e.what(), c->name));
         return 1;
     }
 }

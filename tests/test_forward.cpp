@@ -254,7 +254,7 @@ TEST(forward_cli_run_prints_llama_cpp_tokens_and_clear_errors) {
         {"-m " + q1 + " --tokens 1,1024", 1, "token id 1024 at index 1 is out of range [0, 1024)"},
         {"-m " + q1 + " --tokens 1,2,3 -c 2", 1, "the prompt has 3 tokens, more than the context of 2"},
         {"-m /nonexistent.gguf --tokens 1", 1, "/nonexistent.gguf"},
-        {"-m " + q1 + " --tokens 1,x", 2, "--tokens wants a comma list"},
+        {"-m " + q1 + " --tokens 1,x", 2, "--tokens wants token ids"},
         {"-m " + q1 + " --tokens 1 --kv q8", 2, "--kv wants f16 or f32"},
         {"--tokens 1", 2, "-m FILE is required"},
         {"-m " + q1 + " --tokens 1 -c 16000000000", 2, "between 0 and"},

@@ -362,7 +362,7 @@ TEST(generate_cli_stops_context_chat_and_errors) {
         {"-m " + q1 + " -p hi --tokens 1", 2, "not both"},
         {"-m " + q1 + " --tokens 1 --temp 0", 2, "--temp needs a text prompt"},
         {"-m " + q1 + " -p hi --stop ''", 2, "--stop wants"},
-        {"-m " + q1 + " -p hi --seed -1", 2, "--seed wants"},
+        {"-m " + q1 + " -p hi --seed -2", 2, "--seed wants"},
         {"-m " + q1 + " -p hi --top-p 2", 2, "--top-p must be between"},
         {"-m " + q1 + " -p hi --system x", 2, "go with --chat"},
         {"-m " + q1 + " -p ''", 2, "the prompt is empty"},

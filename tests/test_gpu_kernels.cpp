@@ -373,7 +373,8 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
     CHECK_EQ(unfused.code, 0);
     CHECK(unfused.out.find("first difference: fused triple 0") != std::string::npos);
     CHECK(unfused.out.find("— native Fma refused") != std::string::npos);
-    CHECK(unfused.out.find("  uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)\n  verified: bankml may use this card") != std::string::npos);
+    CHECK(unfused.out.find("  uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)\n  rms_norm ") != std::string::npos);  // the op kernels follow
+    CHECK(unfused.out.find("\n  verified: bankml may use this card") != std::string::npos);
     auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 BANKML_GPU_TEST_CORRUPT_ROW=3 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(bad.code, 2);
     CHECK(bad.out.find("NOT VERIFIED — q1_0_mat_vec 64×128 random: row 3 differs") != std::string::npos);

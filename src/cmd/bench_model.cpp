@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cmd/bench.h"
+#include "cmd/text_gen.h"
 #include "cmd/gpu_offload.h"
 #include "core/cli.h"
 #include "core/error.h"
@@ -98,7 +99,19 @@ int run_model_bench(const std::vector<std::string>& args) {
                        {"-r|--repetitions", true},
                        {"--kv", true},
                        {"--gpu", true},
-                       {"--json", false}});
+                       {"--json", false},
+                       {"-o|--output", true},
+                       {"-ngl|--n-gpu-layers", true},
+                       {"-fa|--flash-attn", true},
+                       {"-ctk|--cache-type-k", true},
+                       {"-ctv|--cache-type-v", true}});
+    // llama-bench's -o: md (the default), json, csv; --json is -o json.
+    const std::string out = a.has("json") ? "json" : a.get("output", "md");
+    if (out != "md" && out != "json" && out != "csv")
+        throw UsageError("-o wants md, json or csv, got '" + out + "'" + (out == "jsonl" || out == "sql" ? " (llama-bench's " + out + " is not supported by bankml)" : ""));
+    if (a.has("json") && a.has("output") && a.get("output", "") != "json") throw UsageError("--json and -o " + a.get("output", "") + " disagree");
+    if (auto fa = a.value("flash-attn"); fa && *fa != "0" && *fa != "1" && *fa != "on" && *fa != "off" && *fa != "auto")
+        throw UsageError("-fa wants 0, 1, on, off or auto, got '" + *fa + "'");
     const int n_prompt = (int)a.get_int("n-prompt", 64, 0, 1 << 16);
     const int n_gen = (int)a.get_int("n-gen", 32, 0, 1 << 16);
     const int reps = (int)a.get_int("repetitions", 3, 1, 1000);
@@ -114,12 +127,15 @@ int run_model_bench(const std::vector<std::string>& args) {
     } else {
         threads.push_back(par::Pool::env_threads());
     }
-    const std::string kv = a.get("kv", "f16");
-    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
-
+    const std::string kv = kv_type(a);
     // --gpu on,off: each mode a row set, as llama-bench's -ngl 99,0 (on: the card when one verifies).
     std::vector<bool> gpu_modes;
-    {
+    if (a.has("gpu") && a.has("n-gpu-layers")) throw UsageError("give --gpu or -ngl, not both");
+    if (a.has("n-gpu-layers")) {
+        auto l = cli::parse_int_list(a.get("n-gpu-layers", ""));
+        if (!l || l->empty()) throw UsageError("-ngl wants a comma list of layer counts, got '" + a.get("n-gpu-layers", "") + "'");
+        for (int64_t v : *l) gpu_modes.push_back(v != 0);
+    } else {
         const std::string g = a.get("gpu", "on");
         size_t at = 0;
         while (at <= g.size()) {
@@ -224,7 +240,14 @@ int run_model_bench(const std::vector<std::string>& args) {
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     const double peak_mib = (double)ru.ru_maxrss / 1024.0;
-    if (a.has("json")) {
+    if (out == "csv") {
+        // llama-bench's csv columns, those bankml has.
+        std::printf("model_type,model_size,model_n_params,backends,n_threads,type_k,n_prompt,n_gen,test,avg_ts,stddev_ts\n");
+        for (const Row& r : rows)
+            std::printf("\"%s\",%llu,%llu,\"CPU\",%d,\"%s\",%d,%d,\"%s\",%.6f,%.6f\n", model_desc.c_str(),
+                        (unsigned long long)size, (unsigned long long)params, r.threads, kv.c_str(), r.n_prompt, r.n_gen,
+                        r.test.c_str(), r.mean(), r.stddev());
+    } else if (out == "json") {
         json::Value doc = json::Value::array();
         for (const Row& r : rows) {
             json::Value samples = json::Value::array();

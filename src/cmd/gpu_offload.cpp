@@ -2,7 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
+#include "cmd/gpu_verify.h"
 #include "gpu/gpu.h"
 #include "gpu/kernels.h"
 #include "gpu/op_kernels.h"
@@ -42,12 +45,18 @@ bool run_on_card(model::Model& m) {
         if (dev.backend != "vulkan") throw Error("backend " + dev.backend + " has no compute");
         gpu::Gpu card = gpu::Gpu::open(dev.backend_index);
         if (!card.has_f64()) throw Error("shaderFloat64 missing");
-        // The card proves its products (and whether its Fma is correctly rounded) before any use.
+        // The card proves every kernel (and whether its Fma is correctly rounded) before any use:
+        // once per card and process (small shapes; bankml gpu --verify runs the model's).
         gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
-        gpu::kernels::VerifyOptions vo;
-        vo.full = false;
-        vo.chosen = &path;
-        gpu::kernels::verify_q1_0(card, vo);
+        {
+            static std::mutex mu;
+            static std::map<uint32_t, CardVerdict> verdicts;
+            std::lock_guard<std::mutex> lock(mu);
+            auto it = verdicts.find(dev.backend_index);
+            if (it == verdicts.end()) it = verdicts.emplace(dev.backend_index, verify_card(card, false, false)).first;
+            if (!it->second.verified) throw Error("not verified: " + it->second.reason);
+            path = it->second.path;
+        }
         const bool native = path == gpu::kernels::FmaPath::native;
         gpu::ops::Build build;
         build.fma = native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;

@@ -8,6 +8,7 @@
 #include "cmd/commands.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "core/utf8.h"
 #include "model/gguf.h"
 
 namespace bankml::cmd {
@@ -28,22 +29,23 @@ void print_table(const gguf::File& f) {
                 (unsigned long long)f.size(), f.version(), (unsigned long long)f.alignment(),
                 (unsigned long long)f.data_offset());
     std::printf("\nmetadata (%zu keys):\n", f.metadata().size());
+    // Keys and names are escaped as values are: a NUL or a stray byte in them shows as \xNN.
     size_t kw = 0;
-    for (const auto& kv : f.metadata()) kw = std::max(kw, kv.key.size());
+    for (const auto& kv : f.metadata()) kw = std::max(kw, utf8::escape(kv.key).size());
     for (const auto& kv : f.metadata()) {
         std::string v = kv.value.summary(SHOWN_ITEMS);
         if (v.size() > 160) v = v.substr(0, 157) + "...";
-        std::printf("  %-*.*s  %-4s  %s\n", int(kw), int(kv.key.size()), kv.key.data(),
-                    gguf::value_type_name(kv.value.type), v.c_str());
+        std::printf("  %-*s  %-4s  %s\n", int(kw), utf8::escape(kv.key).c_str(), gguf::value_type_name(kv.value.type),
+                    v.c_str());
     }
     std::printf("\ntensors (%zu, %llu bytes, %llu parameters):\n", f.tensors().size(),
                 (unsigned long long)tensor_bytes, (unsigned long long)params);
     if (f.tensors().empty()) return;
     size_t nw = 4;
-    for (const auto& t : f.tensors()) nw = std::max(nw, t.name.size());
+    for (const auto& t : f.tensors()) nw = std::max(nw, utf8::escape(t.name).size());
     std::printf("  %-*s  %-5s  %-22s  %12s  %12s\n", int(nw), "name", "type", "shape", "bytes", "offset");
     for (const auto& t : f.tensors())
-        std::printf("  %-*.*s  %-5s  %-22s  %12llu  %12llu\n", int(nw), int(t.name.size()), t.name.data(),
+        std::printf("  %-*s  %-5s  %-22s  %12llu  %12llu\n", int(nw), utf8::escape(t.name).c_str(),
                     gguf::type_name(t.type), t.shape_string().c_str(), (unsigned long long)t.nbytes,
                     (unsigned long long)t.offset);
 }

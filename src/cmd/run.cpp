@@ -11,6 +11,7 @@
 #include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "model/chat.h"
 #include "model/forward.h"
@@ -30,20 +31,30 @@ static std::string join_ids(const std::vector<int32_t>& v, const char* sep) {
 
 // --tokens: the prompt as ids, greedy ids out (the forward pass's check against llama.cpp).
 static int run_tokens(const cli::Args& a) {
-    auto list = cli::parse_int_list(a.get("tokens", ""));
-    if (!list || list->empty()) throw UsageError("--tokens wants a comma list of token ids, got '" + a.get("tokens", "") + "'");
+    // Commas and/or spaces separate the ids, as detokenize takes them ("1,2,3", "1 2 3").
+    std::string ids = a.get("tokens", "");
+    for (char& c : ids)
+        if (c == ' ' || c == '\t' || c == '\n') c = ',';
+    const size_t b = ids.find_first_not_of(','), e = ids.find_last_not_of(',');
+    ids = b == std::string::npos ? "" : ids.substr(b, e - b + 1);
+    std::string squeezed;
+    for (char c : ids)
+        if (!(c == ',' && !squeezed.empty() && squeezed.back() == ',')) squeezed += c;
+    auto list = cli::parse_int_list(squeezed);
+    if (!list || list->empty()) throw UsageError("--tokens wants token ids separated by commas or spaces, got '" + a.get("tokens", "") + "'");
     std::vector<int32_t> prompt;
     for (int64_t v : *list) {
         if (v < INT32_MIN || v > INT32_MAX) throw UsageError("--tokens: token id " + std::to_string(v) + " is out of range");
         prompt.push_back((int32_t)v);
     }
-    const int64_t n = a.get_int("n-predict", 64, 0, 1 << 20);
+    // -1: until the context is full, as llama.cpp's -n -1.
+    int64_t n = a.get_int("n-predict", 64, -1, 1 << 20);
     model::ModelOptions opt;
     opt.threads = (int)a.get_int("threads", 0, 0, 4096);
     opt.ctx = (int)a.get_int("ctx-size", 0, 0, 1 << 24);
-    const std::string kv = a.get("kv", "f16");
-    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
+    const std::string kv = kv_type(a);
     opt.kv_f32 = kv == "f32";
+    llama_model_notes(a, "run");
 
     auto t0 = std::chrono::steady_clock::now();
     auto m = model::Model::open(a.get("model", ""), opt);
@@ -52,6 +63,7 @@ static int run_tokens(const cli::Args& a) {
     if ((int64_t)prompt.size() > m->n_ctx())
         throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the context of " +
                     std::to_string(m->n_ctx()));
+    if (n < 0) n = int64_t(m->n_ctx()) - int64_t(prompt.size()) + 1;
 
     ModelLogits src(*m);
     if (a.has("logits")) src.write_logits_to(a.get("logits", ""));
@@ -114,15 +126,14 @@ static int run_text(const cli::Args& a) {
     std::string prompt_text;
     if (auto f = a.value("file")) {
         if (a.has("prompt")) throw UsageError("give -p TEXT or -f FILE, not both");
-        std::ifstream in(*f, std::ios::binary);
-        if (!in) throw Error("cannot open " + *f);
-        prompt_text.assign(std::istreambuf_iterator<char>(in), {});
+        prompt_text = file::read_all(*f);
     } else {
         prompt_text = a.get("prompt", "");
     }
     if (!a.has("chat") && (a.has("system") || a.has("no-think")))
         throw UsageError("--system and --no-think go with --chat");
     TextGenSettings st = parse_text_gen(a);
+    llama_model_notes(a, "run");
     const bool json = a.has("json"), think = !a.has("no-think");
 
     auto t0 = std::chrono::steady_clock::now();
@@ -147,9 +158,7 @@ static int run_text(const cli::Args& a) {
     ModelLogits src(*m);
     if (a.has("logits")) src.write_logits_to(a.get("logits", ""));
     auto r = model::generate(src, tok, sampler, prompt, st.gen, [&](std::string_view t) {
-        if (json) return;
-        std::fwrite(t.data(), 1, t.size(), stdout);
-        std::fflush(stdout);
+        if (!json) file::put(t);
     });
     if (json) {
         std::printf("%s\n", result_json(r, st.sampling.seed, load_s, *m).c_str());
@@ -165,7 +174,7 @@ static int run_text(const cli::Args& a) {
 
 static int run_run(const std::vector<std::string>& args) {
     std::vector<cli::Flag> flags = {{"-m|--model", true}, {"--tokens", true}, {"-p|--prompt", true},
-                                    {"-f|--file", true},  {"--chat", false},  {"--system", true},
+                                    {"-f|--file", true},  {"--chat", false},  {"--system|-sys|--system-prompt", true},
                                     {"--no-think", false}, {"--json", false}, {"--logits", true}};
     for (const auto& f : text_gen_flags()) flags.push_back(f);
     cli::Args a(args, flags);
@@ -194,13 +203,13 @@ const cli::Command run_command = {
     "block) and hides any that comes. --json prints one object at the end instead: text, ids,\n"
     "stop_reason (eog, length, stop, context_full), n_prompt, n_gen, seed, threads, ctx, timings.\n\n"
     "With --tokens, runs the ids through the model and appends the most likely token n times\n"
-    "(greedy, default 64, end tokens included), printing the ids (the forward pass's check against\n"
-    "llama.cpp; --json: the prompt, the tokens and the timings).\n\n"
+    "(greedy, default 64, -1: until the context is full; end tokens included), printing the ids (the\n"
+    "forward pass's check against llama.cpp; --json: the prompt, the tokens and the timings).\n\n"
     "  -m FILE       a qwen3 GGUF (Q1_0, Q2_0, F16 or F32 matrices) with its tokenizer\n"
     "  -p TEXT       the prompt; -f FILE reads it from a file\n"
-    "  --tokens IDS  the prompt, comma-separated token ids\n"
+    "  --tokens IDS  the prompt, token ids separated by commas or spaces\n"
     "  --chat        one chat turn: -p is the user's message\n"
-    "  --system TEXT the system message (with --chat)\n"
+    "  --system TEXT the system message (with --chat; also -sys, --system-prompt)\n"
     "  --no-think    no reasoning (with --chat)\n"
     "  --json        one JSON object instead of the stream (with \"backend\": cpu or vulkan and the\n"
     "                \"device\" that ran the model)\n"

@@ -1,9 +1,11 @@
 #include "cmd/text_gen.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
-
 #include <cstdio>
+#include <unistd.h>
 #include <random>
 
 #include "core/error.h"
@@ -14,8 +16,37 @@ namespace bankml::cmd {
 std::vector<cli::Flag> text_gen_flags() {
     return {{"-n|--n-predict", true}, {"--temp", true},           {"--top-k", true},     {"--top-p", true},
             {"--min-p", true},        {"--repeat-penalty", true}, {"--repeat-last-n", true},
-            {"-s|--seed", true},      {"--stop", true},           {"--ignore-eos", false},
-            {"-t|--threads", true},   {"-c|--ctx-size", true},    {"--kv", true}};
+            {"-s|--seed", true},      {"--stop|-r|--reverse-prompt", true}, {"--ignore-eos", false},
+            {"-t|--threads", true},   {"-c|--ctx-size", true},    {"--kv", true},
+            {"-ngl|--n-gpu-layers|--gpu-layers", true}, {"-fa|--flash-attn", false, "on|off|auto"},
+            {"-ctk|--cache-type-k", true}, {"-ctv|--cache-type-v", true}};
+}
+
+std::vector<cli::Flag> llama_model_flags() {
+    return {{"-ngl|--n-gpu-layers|--gpu-layers", true}, {"-fa|--flash-attn", false, "on|off|auto"},
+            {"-ctk|--cache-type-k", true}, {"-ctv|--cache-type-v", true}};
+}
+
+std::string kv_type(const cli::Args& a) {
+    std::string kv;
+    for (const char* k : {"kv", "cache-type-k", "cache-type-v"}) {
+        auto v = a.value(k);
+        if (!v) continue;
+        if (*v != "f16" && *v != "f32")
+            throw UsageError("--" + std::string(k) + " wants f16 or f32 (bankml's cache has no quantized types), got '" +
+                             *v + "'");
+        if (!kv.empty() && kv != *v)
+            throw UsageError("--kv, -ctk and -ctv must agree: bankml keeps keys and values in one type");
+        kv = *v;
+    }
+    return kv.empty() ? "f16" : kv;
+}
+
+void llama_model_notes(const cli::Args& a, const char* command) {
+    (void)command;
+    // llama.cpp's -ngl: 0 keeps every layer on the CPU; any other count lets a verified card run
+    // the whole decode (bankml puts all layers or none on a card).
+    if (a.has("n-gpu-layers") && a.get_int("n-gpu-layers", 0, -1, 1 << 20) == 0) setenv("BANKML_GPU", "off", 1);
 }
 
 static std::string unescape(const std::string& s) {
@@ -43,9 +74,12 @@ TextGenSettings parse_text_gen(const cli::Args& a) {
     p.min_p = float(a.get_double("min-p", 0.05, 0.0, 1.0));
     p.repeat_penalty = float(a.get_double("repeat-penalty", 1.0, 1e-6, 1e6));
     p.repeat_last_n = int32_t(a.get_int("repeat-last-n", 64, 0, INT32_MAX));
-    if (auto seed = a.value("seed")) {
+    auto seed = a.value("seed");
+    if (seed && *seed != "-1") {  // -1: random, as llama.cpp
         auto v = cli::parse_int(*seed);
-        if (!v || *v < 0) throw UsageError("--seed wants a non-negative integer, got '" + *seed + "'");
+        if (!v && cli::is_digits(*seed) && (*seed)[0] != '-')
+            throw UsageError("--seed " + *seed + " is too large (at most " + std::to_string(INT64_MAX) + ")");
+        if (!v || *v < 0) throw UsageError("--seed wants a non-negative integer or -1 (random), got '" + *seed + "'");
         p.seed = uint64_t(*v);
         s.seed_given = true;
     } else {
@@ -61,10 +95,44 @@ TextGenSettings parse_text_gen(const cli::Args& a) {
     s.gen.ignore_eos = a.has("ignore-eos");
     s.model.threads = int(a.get_int("threads", 0, 0, 4096));
     s.model.ctx = int(a.get_int("ctx-size", 0, 0, 1 << 24));
-    const std::string kv = a.get("kv", "f16");
-    if (kv != "f16" && kv != "f32") throw UsageError("--kv wants f16 or f32, got '" + kv + "'");
-    s.model.kv_f32 = kv == "f32";
+    s.model.kv_f32 = kv_type(a) == "f32";
     return s;
+}
+
+ModelLogits::ModelLogits(model::Model& m, const volatile std::sig_atomic_t* stop)
+    : m_(m), stop_(stop), progress_(isatty(2)) {}
+
+void ModelLogits::eval(std::span<const int32_t> tokens, std::vector<float>& logits) {
+    eval_model(tokens, logits);
+    if (logits_ && std::fwrite(logits.data(), sizeof(float), logits.size(), logits_.get()) != logits.size())
+        throw Error(logits_path_ + ": write error: " + std::strerror(errno));
+}
+
+void ModelLogits::eval_model(std::span<const int32_t> tokens, std::vector<float>& logits) {
+    constexpr size_t SLICE = 64;  // tokens per step of a prompt whose progress is shown
+    if (stop_ && *stop_) throw Interrupted{};
+    if (!progress_ || tokens.size() <= SLICE) {
+        m_.eval_into(tokens, logits);
+        return;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    bool shown = false;
+    for (size_t i = 0; i < tokens.size(); i += SLICE) {
+        if (stop_ && *stop_) {
+            if (shown) std::fputc('\n', stderr);
+            throw Interrupted{};
+        }
+        const size_t n = std::min(SLICE, tokens.size() - i);
+        m_.eval_into(tokens.subspan(i, n), logits);
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (s > 2.0 && i + n < tokens.size()) {
+            std::fprintf(stderr, "\rbankml: prompt %zu of %zu tokens (%.0f%%)", i + n, tokens.size(),
+                         100.0 * double(i + n) / double(tokens.size()));
+            shown = true;
+        }
+    }
+    if (shown) std::fprintf(stderr, "\r%*s\r", 60, "");
 }
 
 std::string timing_line(const model::GenerateResult& r, uint64_t seed) {
@@ -73,12 +141,6 @@ std::string timing_line(const model::GenerateResult& r, uint64_t seed) {
                   r.n_prompt, r.prompt_tps(), r.ids.size(), r.gen_tps(), model::stop_reason_name(r.reason),
                   (unsigned long long)seed);
     return buf;
-}
-
-void ModelLogits::eval(std::span<const int32_t> tokens, std::vector<float>& logits) {
-    m_.eval_into(tokens, logits);
-    if (logits_ && std::fwrite(logits.data(), sizeof(float), logits.size(), logits_.get()) != logits.size())
-        throw Error(logits_path_ + ": write error");
 }
 
 void ModelLogits::write_logits_to(const std::string& path) {

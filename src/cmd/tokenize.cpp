@@ -6,6 +6,7 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/json.h"
 #include "model/gguf.h"
 #include "model/tokenizer.h"
@@ -14,12 +15,14 @@ namespace bankml::cmd {
 
 // The text to work on: the one positional argument, or the bytes of -f FILE ("-": stdin).
 static std::string input_text(const cli::Args& a) {
+    if (auto p = a.value("prompt")) {
+        if (!a.positional().empty() || a.has("file")) throw UsageError("give the text once: TEXT, -p TEXT or -f FILE");
+        return *p;
+    }
     if (auto f = a.value("file")) {
         if (!a.positional().empty()) throw UsageError("give the text or -f FILE, not both");
         if (*f == "-") return std::string(std::istreambuf_iterator<char>(std::cin), {});
-        std::ifstream in(*f, std::ios::binary);
-        if (!in) throw Error("cannot open " + *f);
-        return std::string(std::istreambuf_iterator<char>(in), {});
+        return file::read_all(*f);
     }
     if (a.positional().size() != 1) throw UsageError("give the text to tokenize (one argument) or -f FILE");
     return a.positional()[0];
@@ -32,12 +35,14 @@ static std::string model_path(const cli::Args& a) {
 }
 
 static int run_tokenize(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"-m|--model", true}, {"-f|--file", true}, {"--json", false}, {"--no-special", false}}, 1);
+    cli::Args a(args, {{"-m|--model", true}, {"-f|--file", true}, {"-p|--prompt", true}, {"--json", false},
+                       {"--no-special|--no-parse-special", false}, {"--ids", false}, {"--no-bos", false}}, 1);
     std::string path = model_path(a);
     std::string text = input_text(a);
     auto file = gguf::File::open(path);
     auto tok = model::Tokenizer::from_gguf(file);
-    auto ids = tok.encode(text, !a.has("no-special"));
+    // BOS as `run` adds it: when the file's tokenizer.ggml.add_bos_token asks, unless --no-bos.
+    auto ids = tok.encode(text, !a.has("no-special"), !a.has("no-bos"));
     if (a.has("json")) {
         json::Value jids = json::Value::array(), pieces = json::Value::array();
         for (int32_t id : ids) {
@@ -49,8 +54,11 @@ static int run_tokenize(const std::vector<std::string>& args) {
         std::printf("%s\n", json::write(doc).c_str());
         return 0;
     }
-    std::string line;
-    for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+    // --ids: llama-tokenize's form, "[9707, 11, 1879]".
+    const bool ids_form = a.has("ids");
+    std::string line = ids_form ? "[" : "";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? (ids_form ? ", " : ",") : "") + std::to_string(ids[i]);
+    if (ids_form) line += "]";
     std::printf("%s\n", line.c_str());
     return 0;
 }
@@ -93,14 +101,20 @@ static int run_detokenize(const std::vector<std::string>& args) {
 
 const cli::Command tokenize_command = {
     "tokenize", "text to token ids with a model's tokenizer",
-    "usage: bankml tokenize -m FILE [--json] [--no-special] (TEXT | -f FILE)\n\n"
+    "usage: bankml tokenize -m FILE [--json | --ids] [--no-special] [--no-bos] (TEXT | -p TEXT | -f FILE)\n\n"
     "Prints the token ids of TEXT (or of the bytes of FILE; '-' reads stdin) as one comma-separated\n"
-    "line, ready for `bankml detokenize`. Only the GGUF's tokenizer metadata is read.\n\n"
+    "line, ready for `bankml detokenize`. Only the GGUF's tokenizer metadata is read. A BOS token\n"
+    "comes first when the file's tokenizer.ggml.add_bos_token asks for it, as `bankml run` adds it.\n"
+    "A TEXT that starts with '-' goes after \"--\" (or with -p).\n\n"
     "  -m, --model FILE  a GGUF with a Qwen2/Qwen3 tokenizer (gpt2 model, qwen2 pre-tokenizer)\n"
+    "  -p, --prompt TEXT the text (llama-tokenize's flag)\n"
     "  -f, --file FILE   read the text from FILE ('-': stdin) instead of the argument\n"
+    "  --ids             the ids as llama-tokenize --ids prints them: [9707, 11, 1879]\n"
+    "  --no-bos          no BOS token, whatever the file says\n"
     "  --json            {\"n_tokens\":N,\"ids\":[...],\"pieces\":[...]} (pieces: each token's text;\n"
     "                    a piece ending mid-character shows U+FFFD)\n"
-    "  --no-special      control tokens written in the text (<|im_start|>) are plain text;\n"
+    "  --no-special      control tokens written in the text (<|im_start|>) are plain text (also\n"
+    "                    --no-parse-special);\n"
     "                    user-defined ones (<think>) still match, as in llama.cpp\n\n"
     "Text that is not valid UTF-8: each bad byte is tokenized as U+FFFD.\n",
     run_tokenize};

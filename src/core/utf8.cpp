@@ -1,5 +1,7 @@
 #include "core/utf8.h"
 
+#include <algorithm>
+
 namespace bankml::utf8 {
 
 static bool cont(unsigned char c) { return (c & 0xC0) == 0x80; }
@@ -118,6 +120,31 @@ size_t stable_prefix(std::string_view s) {
         if (c >= 0xC0 && could_complete(s.substr(i))) return i;
     }
     return s.size();
+}
+
+std::string escape(std::string_view s, size_t max_bytes) {
+    std::string out;
+    size_t i = 0;
+    while (i < s.size()) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        const size_t len = c < 0x80 ? 1 : sequence_length(s.substr(i));
+        if (i + std::max<size_t>(len, 1) > max_bytes) break;
+        if (c == '\n') out += "\\n";
+        else if (c == '\t') out += "\\t";
+        else if (c < 0x20 || c == 0x7f || (c >= 0x80 && len == 0)) {
+            static const char hex[] = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        } else {
+            out.append(s.substr(i, len));
+            i += len;
+            continue;
+        }
+        ++i;
+    }
+    if (i < s.size()) out += "...";
+    return out;
 }
 
 }  // namespace bankml::utf8

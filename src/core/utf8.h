@@ -25,4 +25,8 @@ std::string sanitize(std::string_view s);
 // could still complete; the rest (at most 3 bytes) is an unfinished sequence to hold back.
 size_t stable_prefix(std::string_view s);
 
+// s made printable on one line: \n, \t, other control bytes (NUL included) and bytes that are
+// not well-formed UTF-8 as \xNN; at most max_bytes of s are shown (whole characters), then "...".
+std::string escape(std::string_view s, size_t max_bytes = SIZE_MAX);
+
 }  // namespace bankml::utf8

@@ -557,6 +557,9 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
                            hex(want[r]) + ")";
                     break;
                 }
+            if (opt.checks && (diff.empty() || k.path == FmaPath::exact))
+                opt.checks->push_back({name, std::to_string(c.rows) + "×" + std::to_string(c.n) + " " + c.regime, c.rows,
+                                       diff.empty(), ms});
             if (diff.empty()) {
                 char line[160];
                 std::snprintf(line, sizeof line, "%s %s: %zu of %zu rows bit-exact, %.2f ms", name.c_str(), shape, c.rows, c.rows, ms);

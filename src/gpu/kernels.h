@@ -158,11 +158,20 @@ PackedAct pack_act(std::span<const uint8_t> q8, size_t n);
 // before the comparison, to prove the check fails closed.
 // The card is refused (Error) only when an fma_exact kernel differs; a native kernel that differs
 // only refuses the native path. `chosen`, when given, receives the path the card may use.
+// One kernel and shape as verify reports it (bankml gpu --verify --json): `rows` the output values
+// compared, bit_exact false only for the check that refused the card.
+struct Check {
+    std::string name, shape;
+    size_t rows = 0;
+    bool bit_exact = false;
+    double ms = 0;
+};
 struct VerifyOptions {
     bool full = true;
     std::function<void(std::vector<float>&)> corrupt;
     std::function<void(std::vector<float>&)> corrupt_probe;  // tests: a card whose Fma does not fuse
     FmaPath* chosen = nullptr;
+    std::vector<Check>* checks = nullptr;  // receives every kernel and shape run, in order
 };
 // Why a card's workgroup limits cannot run the kernels, or "" when they can.
 std::string limits_problem(uint32_t max_invocations, uint32_t max_size_x, uint32_t max_shared_bytes);

@@ -259,8 +259,10 @@ std::vector<uint32_t> prep_act(const Build& b) {
     F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
     if_(t < 32u, [&] {
         F32 r = round_even(sx[t] * id);
-        // The AVX2 conversion then saturating packs (out of range: INT32_MIN, then -128).
-        F32 c = select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f) || is_nan(r), f32c(-128.0f), r));
+        // The AVX2 conversion then saturating packs: NaN and values past int32 (an infinite id, from
+        // a subnormal amax) convert to INT32_MIN, then -128.
+        F32 c = select(r >= f32c(0x1p31f) || is_nan(r), f32c(-128.0f),
+                       select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f), f32c(-128.0f), r)));
         I32 q = i32(c);
         sq.set(t, q);
         q8.set(blk * 32u + t, q);

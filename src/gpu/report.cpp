@@ -74,21 +74,30 @@ Value kernel(const char* runs_on, Value device, const char* why) {
     return k;
 }
 
-// Where each kind of product would run. Q1_0 is the only GPU kernel, and it runs on the first
-// selected card only after that card reproduces the CPU's bits (bankml gpu --verify).
+// Where each kind of product would run: on the first selected card only after that card
+// reproduces the CPU's bits (bankml gpu --verify).
 Value kernels_json(const Selection& sel) {
     Value o = Value::object();
     if (!sel.indices.empty())
         o.set("Q1_0", kernel("gpu", Value(sel.indices[0]),
-                             "the first selected card, once it gives the CPU kernel's bits on the card "
-                             "(bankml gpu --verify, repeated when a model opens); the forward pass gives it "
-                             "a share of the rows of each Q1_0 decode (one-column) product while the CPU pool "
-                             "computes the rest, with the same bits, when BANKML_GPU_SHARE asks for it (opt-in); "
-                             "prompts run on the CPU"));
+                             "the first selected card, once it gives the CPU's bits in every kernel on the card "
+                             "(bankml gpu --verify, repeated with small shapes when a model opens): the whole "
+                             "forward pass runs there (every layer's operations with the CPU's bits); where it "
+                             "cannot, BANKML_GPU_SHARE (opt-in) gives the card a share of the rows of each Q1_0 "
+                             "decode product while the CPU pool computes the rest, with the same bits"));
     else
         o.set("Q1_0", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));
-    o.set("Q2_0", kernel("cpu", Value(), "no GPU kernel for Q2_0 (ternary) yet"));
-    o.set("F16", kernel("cpu", Value(), "no GPU kernel for F16 yet"));
+    // Q2_0 and F16 run on the card only inside the whole forward pass on the card.
+    const char* whole = "the first selected card, inside the whole forward pass on the card, once it gives the "
+                        "CPU's bits in every kernel on the card (bankml gpu --verify, repeated with small shapes "
+                        "when a model opens); otherwise the CPU";
+    if (!sel.indices.empty()) {
+        o.set("Q2_0", kernel("gpu", Value(sel.indices[0]), whole));
+        o.set("F16", kernel("gpu", Value(sel.indices[0]), whole));
+    } else {
+        o.set("Q2_0", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));
+        o.set("F16", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));
+    }
     return o;
 }
 

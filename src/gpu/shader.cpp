@@ -416,8 +416,11 @@ F32 expf_libm(F32 x, bool fused) {
     // The special cases, by the top 12 bits of x as glibc tests them.
     U32 xb = bits(x);
     U32 abstop = (xb >> 20) & 0x7ffu;
+    // x + x for NaN and +inf, from the bits: x86 quiets a NaN and keeps its payload, where Vulkan
+    // leaves NaN results to the card (some return one canonical NaN).
+    F32 twice = f32_bits(xb | select((xb & 0x7fffffffu) > 0x7f800000u, u32c(0x00400000u), u32c(0)));
     F32 big = select(xb == 0xff800000u, f32c(0.0f),
-                     select(abstop >= 0x7f8u, x + x,
+                     select(abstop >= 0x7f8u, twice,
                             select(x > f32c(0x1.62e42ep6f), f32c(__builtin_inff()),
                                    select(x < f32c(-0x1.9fe368p6f), f32c(0.0f), main))));
     return select(abstop >= 0x42bu, big, main);

@@ -150,7 +150,8 @@ void Model::Impl::load() {
         throw Error(f.path() + ": qwen3.rope.dimension_count differs from the head size " +
                     std::to_string(hp.head_dim) + " (partial rotary embedding is not qwen3)");
     hp.n_ff = meta_int(f, "qwen3.feed_forward_length", 1, 1 << 22);
-    hp.n_ctx_train = f.get_i64("qwen3.context_length").value_or(4096);
+    // Present but 0 or negative is a broken file, not a context of one token.
+    hp.n_ctx_train = f.has("qwen3.context_length") ? meta_int(f, "qwen3.context_length", 1, INT32_MAX) : 4096;
     hp.rms_eps = f.get_f32("qwen3.attention.layer_norm_rms_epsilon").value_or(1e-6f);
     hp.rope_base = f.get_f32("qwen3.rope.freq_base").value_or(10000.0f);
     if (!(hp.rms_eps >= 0.0f) || !(hp.rope_base > 0.0f) || !std::isfinite(hp.rope_base))

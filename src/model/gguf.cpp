@@ -16,6 +16,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "core/file.h"
+#include "core/utf8.h"
 
 namespace bankml::gguf {
 
@@ -50,25 +52,7 @@ std::string hex32(uint32_t v) {
     return b;
 }
 
-std::string quoted(std::string_view s) {
-    std::string out = "'";
-    size_t n = std::min<size_t>(s.size(), 80);
-    while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole UTF-8 characters
-    for (size_t i = 0; i < n; ++i) {
-        unsigned char c = static_cast<unsigned char>(s[i]);
-        if (c == '\n') out += "\\n";
-        else if (c == '\t') out += "\\t";
-        else if (c < 0x20 || c == 0x7f) {
-            char b[8];
-            std::snprintf(b, sizeof b, "\\x%02x", c);
-            out += b;
-        } else {
-            out += char(c);
-        }
-    }
-    if (s.size() > n) out += "...";
-    return out + "'";
-}
+std::string quoted(std::string_view s) { return "'" + utf8::escape(s, 80) + "'"; }
 
 template <class T>
 T load(const uint8_t* p) {
@@ -466,17 +450,12 @@ void File::parse_all() {
 File File::open(const std::string& path) {
     File f;
     f.path_ = path;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw Error("open(" + path + ") failed: " + std::strerror(errno));
+    int fd = file::open_regular(path);  // never blocks on a FIFO; refuses what cannot be mapped
     struct stat st {};
     if (fstat(fd, &st) != 0) {
         int e = errno;
         ::close(fd);
         throw Error("fstat(" + path + ") failed: " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file");
     }
     f.size_ = uint64_t(st.st_size);
     if (f.size_ > 0) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace bankml::gguf {
 
@@ -142,20 +143,10 @@ std::string Writer::header() const {
 uint64_t Writer::file_size() const { return header().size() + data_size_; }
 
 void Writer::write(const std::string& path) const {
-    std::string part = path + ".part";
-    std::FILE* f = std::fopen(part.c_str(), "wb");
-    if (!f) throw Error("fopen(" + part + ") failed: " + std::strerror(errno));
-    auto fail = [&](const std::string& what) {
-        int e = errno;
-        std::fclose(f);
-        std::remove(part.c_str());
-        throw Error(what + " failed: " + std::strerror(e));
-    };
-    auto out = [&](const void* p, size_t n) {
-        if (n && std::fwrite(p, 1, n, f) != n) fail("write(" + part + ")");
-    };
+    // PATH is replaced whole or not at all; a device, FIFO or directory is refused untouched.
+    file::Output f(path);
     std::string h = header();
-    out(h.data(), h.size());
+    f.write(h.data(), h.size());
     std::vector<uint8_t> buf;
     static const char zeros[256] = {};
     for (const auto& t : tensors_) {
@@ -164,32 +155,16 @@ void Writer::write(const std::string& path) const {
         for (uint64_t r = 0; r < rows; r += chunk) {
             uint64_t n = std::min(chunk, rows - r);
             buf.assign(n * t.row_bytes, 0);
-            try {
-                t.fill(int64_t(r), int64_t(n), buf.data());
-            } catch (...) {
-                std::fclose(f);
-                std::remove(part.c_str());
-                throw;
-            }
-            out(buf.data(), buf.size());
+            t.fill(int64_t(r), int64_t(n), buf.data());
+            f.write(buf.data(), buf.size());
         }
         for (uint64_t pad = pad_to(t.nbytes, alignment_); pad;) {
             uint64_t k = std::min<uint64_t>(pad, sizeof zeros);
-            out(zeros, k);
+            f.write(zeros, k);
             pad -= k;
         }
     }
-    if (std::fflush(f) != 0) fail("write(" + part + ")");
-    if (std::fclose(f) != 0) {
-        int e = errno;
-        std::remove(part.c_str());
-        throw Error("close(" + part + ") failed: " + std::strerror(e));
-    }
-    if (std::rename(part.c_str(), path.c_str()) != 0) {
-        int e = errno;
-        std::remove(part.c_str());
-        throw Error("rename(" + part + ", " + path + ") failed: " + std::strerror(e));
-    }
+    f.commit();
 }
 
 }  // namespace bankml::gguf

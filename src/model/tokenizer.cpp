@@ -21,9 +21,9 @@ static const char* const EOG_TEXTS[] = {
 Tokenizer::Tokenizer(VocabData v)
     : tokens_(std::move(v.tokens)), bos_(v.bos), eos_(v.eos), add_bos_(v.add_bos), chat_template_(std::move(v.chat_template)) {
     if (v.model != "gpt2")
-        throw Error("tokenizer: model '" + v.model + "' is not supported (only gpt2 byte-level BPE)");
+        throw Error("tokenizer: model '" + utf8::escape(v.model, 80) + "' is not supported (only gpt2 byte-level BPE)");
     if (v.pre != "qwen2")
-        throw Error("tokenizer: pre-tokenizer '" + v.pre + "' is not supported (only qwen2)");
+        throw Error("tokenizer: pre-tokenizer '" + utf8::escape(v.pre, 80) + "' is not supported (only qwen2)");
     if (tokens_.empty()) throw Error("tokenizer: the vocabulary is empty");
     if (!v.types.empty() && v.types.size() != tokens_.size())
         throw Error("tokenizer: " + std::to_string(v.types.size()) + " token types for " +
@@ -40,7 +40,7 @@ Tokenizer::Tokenizer(VocabData v)
             types_[i] = t >= 1 && t <= 6 ? TokenType(t) : TokenType::Undefined;
         }
         if (!ids_.emplace(std::string_view(tokens_[i]), i).second)
-            throw Error("tokenizer: duplicate token '" + tokens_[i] + "' (ids " +
+            throw Error("tokenizer: duplicate token '" + utf8::escape(tokens_[i], 80) + "' (ids " +
                         std::to_string(ids_[tokens_[i]]) + " and " + std::to_string(i) + ")");
     }
 
@@ -49,7 +49,7 @@ Tokenizer::Tokenizer(VocabData v)
         const std::string& m = v.merges[r];
         size_t sp = m.find(' ', 1);
         if (sp == std::string::npos || sp + 1 >= m.size())
-            throw Error("tokenizer: merge " + std::to_string(r) + " '" + m + "' is not 'left right'");
+            throw Error("tokenizer: merge " + std::to_string(r) + " '" + utf8::escape(m, 80) + "' is not 'left right'");
         ranks_.emplace(m, int(r));  // a repeated merge keeps its first (best) rank
     }
 

@@ -41,7 +41,8 @@ VocabData vocab_from_gguf(const gguf::File& f);
 class Tokenizer {
 public:
     explicit Tokenizer(VocabData v);
-    static Tokenizer from_gguf(const gguf::File& f) { return Tokenizer(vocab_from_gguf(f)); }
+    // Errors name the file ("FILE: tokenizer: merge 74 'n\x00' is not 'left right'").
+    static Tokenizer from_gguf(const gguf::File& f);
 
     // Text to ids. parse_special: control tokens written in the text (<|im_start|>) become their
     // ids; user-defined ones (<think>) always do, as in llama.cpp. add_bos: prepend BOS if the

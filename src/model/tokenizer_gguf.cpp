@@ -34,4 +34,13 @@ VocabData vocab_from_gguf(const gguf::File& f) {
     return v;
 }
 
+Tokenizer Tokenizer::from_gguf(const gguf::File& f) {
+    VocabData v = vocab_from_gguf(f);  // names the file itself
+    try {
+        return Tokenizer(std::move(v));
+    } catch (const Error& e) {
+        throw Error(f.path() + ": " + e.what(), e.code);
+    }
+}
+
 }  // namespace bankml::model

@@ -1,0 +1,648 @@
+#include "model/verify_gpu.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "core/f16.h"
+#include "gpu/spirv.h"
+#include "model/ops.h"
+#include "quant/dot.h"
+#include "quant/q8_0.h"
+
+namespace bankml::model {
+
+namespace go = gpu::ops;
+using gpu::kernels::Check;
+
+namespace {
+
+uint32_t fbits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float bitsf(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+std::vector<uint32_t> words_of(const std::vector<float>& v) {
+    std::vector<uint32_t> w(v.size());
+    if (!v.empty()) std::memcpy(w.data(), v.data(), v.size() * 4);
+    return w;
+}
+// f16 values two to a word, element 2i in the low half.
+std::vector<uint32_t> pairs_of(const std::vector<uint16_t>& h) {
+    std::vector<uint32_t> w((h.size() + 1) / 2, 0);
+    for (size_t i = 0; i < h.size(); ++i) w[i / 2] |= uint32_t(h[i]) << (16 * (i % 2));
+    return w;
+}
+
+// What the card's words are, for the message that names a difference.
+enum class Word { f32, i32, f16x2 };
+std::string show(uint32_t w, Word k) {
+    char b[96];
+    if (k == Word::f32) std::snprintf(b, sizeof b, "0x%08x (%.9g)", w, double(bitsf(w)));
+    else if (k == Word::i32) std::snprintf(b, sizeof b, "%d", int32_t(w));
+    else std::snprintf(b, sizeof b, "0x%08x (f16 %.6g, %.6g)", w, double(f16_to_f32(uint16_t(w))), double(f16_to_f32(uint16_t(w >> 16))));
+    return b;
+}
+
+// Written into every output before a dispatch: a word the card does not write cannot pass.
+constexpr uint32_t POISON = 0x7fbadbadu;
+
+struct Out {
+    const char* what;  // the output's name in a difference ("y", "q", "k_cache")
+    std::vector<uint32_t> got, want;
+    Word kind;
+};
+
+std::string dims(std::initializer_list<size_t> d) {
+    std::string s;
+    for (size_t v : d) s += (s.empty() ? "" : "×") + std::to_string(v);
+    return s;
+}
+
+class Runner {
+public:
+    Runner(gpu::Gpu& g, const go::Build& b, const VerifyOpsOptions& o) : gpu_(g), build_(b), opt_(o) {}
+    ~Runner() {
+        for (gpu::Buffer& b : live_) gpu_.free(b);
+    }
+
+    std::vector<std::string> lines;
+
+    // The kernel's pipeline, built once, after checking the card can run it.
+    const gpu::Pipeline& pipe(const std::string& name) {
+        auto it = pipes_.find(name);
+        if (it != pipes_.end()) return it->second;
+        const go::OpKernel& k = go::op_kernel(name);
+        std::vector<uint32_t> words = k.build(build_);
+        const gpu::Gpu::Limits& lim = gpu_.limits();
+        auto refuse = [&](const std::string& why) {
+            throw Error(name + ": " + why + "; bankml refuses the card rather than dispatch past its limits", 2);
+        };
+        if (lim.max_invocations < k.local_size || lim.max_size_x < k.local_size)
+            refuse("needs workgroups of " + std::to_string(k.local_size) + " invocations, the card offers " +
+                   std::to_string(std::min(lim.max_invocations, lim.max_size_x)));
+        if (size_t need = workgroup_bytes(words); lim.max_shared_bytes < need)
+            refuse("needs " + std::to_string(need) + " bytes of workgroup memory, the card offers " +
+                   std::to_string(lim.max_shared_bytes));
+        return pipes_.emplace(name, gpu_.pipeline(words, k.bindings, k.push_words * 4)).first->second;
+    }
+
+    // A buffer holding `w` (at least one word), freed with the runner.
+    gpu::Buffer* upload(const std::vector<uint32_t>& w) {
+        gpu::Buffer b = gpu_.buffer(std::max<size_t>(w.size(), 1) * 4);
+        if (!w.empty()) gpu_.write(b, std::span<const uint32_t>(w));
+        live_.push_back(b);
+        return &live_.back();
+    }
+    gpu::Buffer* poisoned(size_t n) { return upload(std::vector<uint32_t>(n, POISON)); }
+    void release() {
+        for (gpu::Buffer& b : live_) gpu_.free(b);
+        live_.clear();
+    }
+    static std::vector<uint32_t> read(const gpu::Buffer& b, size_t n) {
+        std::vector<uint32_t> w(n);
+        std::memcpy(w.data(), b.mapped, n * 4);
+        return w;
+    }
+
+    double run(const std::string& name, std::initializer_list<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
+        const gpu::Pipeline& p = pipe(name);
+        std::vector<const gpu::Buffer*> b(bufs);
+        auto t0 = std::chrono::steady_clock::now();
+        gpu_.run(p, b, push, groups);
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+
+    // Every word of every output against the CPU's; throws on the first difference.
+    void check(const std::string& kernel, const std::string& shape, double ms, std::vector<Out> outs) {
+        if (opt_.corrupt && !outs.empty()) opt_.corrupt(kernel, outs[0].got);
+        size_t words = 0;
+        for (const Out& o : outs) {
+            words += o.want.size();
+            std::string diff;
+            if (o.got.size() != o.want.size())
+                diff = std::string(o.what) + ": " + std::to_string(o.got.size()) + " words for " + std::to_string(o.want.size());
+            for (size_t i = 0; diff.empty() && i < o.want.size(); ++i)
+                if (o.got[i] != o.want[i])
+                    diff = std::string(o.what) + "[" + std::to_string(i) + "] differs (card " + show(o.got[i], o.kind) +
+                           ", CPU " + show(o.want[i], o.kind) + ")";
+            if (!diff.empty()) {
+                if (opt_.checks) opt_.checks->push_back({kernel, shape, words, false, ms});
+                throw Error(kernel + " " + shape + ": " + diff, 2);
+            }
+        }
+        if (opt_.checks) opt_.checks->push_back({kernel, shape, words, true, ms});
+        char line[256];
+        std::snprintf(line, sizeof line, "%s %s: %zu of %zu words bit-exact, %.2f ms", kernel.c_str(), shape.c_str(), words, words, ms);
+        lines.push_back(line);
+    }
+
+private:
+    gpu::Gpu& gpu_;
+    const go::Build& build_;
+    const VerifyOpsOptions& opt_;
+    std::map<std::string, gpu::Pipeline> pipes_;
+    std::deque<gpu::Buffer> live_;
+};
+
+using Rng = std::mt19937_64;
+float normal(Rng& r) { return std::normal_distribution<float>(0.0f, 1.0f)(r); }
+float uniform(Rng& r, float a, float b) { return std::uniform_real_distribution<float>(a, b)(r); }
+int uniform_int(Rng& r, int a, int b) { return std::uniform_int_distribution<int>(a, b)(r); }
+float r_sign(Rng& r) { return r() % 2 ? -1.0f : 1.0f; }
+// ±m·2^e, m in [1, 2), e uniform in [lo, hi].
+float spread(Rng& r, int lo, int hi) {
+    float v = std::ldexp(uniform(r, 1.0f, 2.0f), uniform_int(r, lo, hi));
+    return r() % 2 ? -v : v;
+}
+
+// ---------------------------------------------------------------- rms_norm
+
+struct NormCase {
+    const char* name;
+    bool residual;
+};
+
+// Rows whose double sums round often, or never, or from a cancelled residual.
+void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x, std::vector<float>& add) {
+    x.assign(n, 0.0f);
+    add.assign(n, 0.0f);
+    for (size_t i = 0; i < n; ++i) {
+        float& v = x[i];
+        if (kind == "random") v = normal(r);
+        else if (kind == "spread exponents") v = spread(r, -75, 60);
+        else if (kind == "narrow spread") v = spread(r, -12, 8);
+        // Mostly small integers (their squares add exactly), every tenth value tiny (its square
+        // rounds): few additions round, so the parallel walk of the rounding ones is taken.
+        else if (kind == "sparse rounding") v = i % 10 == 9 ? spread(r, -22, -18) : float(uniform_int(r, -16, 16));
+        else if (kind == "huge first") v = i == 0 ? 0x1.8p40f : normal(r) * 0x1p-8f;
+        // Squares about the last place of a sum near 1, and now and then a 1 that moves the sum
+        // across binades.
+        else if (kind == "last place") v = i == 0 || i % 211 == 0 ? 1.0f : uniform(r, 0.7f, 1.5f) * 0x1p-26f;
+        // Squares below float's normal range (subnormal or zero), and subnormal values.
+        else if (kind == "subnormal squares") v = i % 5 == 0 ? bitsf(uint32_t(r() % 0x7fffff + 1) | (r() % 2 ? 0x80000000u : 0)) : spread(r, -90, -62);
+        else if (kind == "zeros") v = i % 2 ? -0.0f : 0.0f;
+        else if (kind == "equal") v = 0.1f;
+        else if (kind == "residual random") v = normal(r), add[i] = normal(r);
+        else if (kind == "residual cancel") {
+            v = normal(r);
+            add[i] = i % 3 == 0 ? -v : -v * (1.0f + uniform(r, -1.0f, 1.0f) * 0x1p-20f);  // exact zeros and tiny sums
+        } else if (kind == "residual spread") v = spread(r, -40, 40), add[i] = spread(r, -40, 40);
+        else throw Error("norm_data: " + kind);
+    }
+}
+
+void verify_rms_norm(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 12288} : std::vector<size_t>{1000, 4224};
+    const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
+                           "zeros", "equal", "residual random", "residual cancel", "residual spread"};
+    const float eps = 1e-6f;
+    const uint32_t w_off = 5;
+    for (size_t n : ns)
+        for (const char* kind : kinds) {
+            const bool residual = std::strncmp(kind, "residual", 8) == 0;
+            std::vector<float> x, add, w(w_off + n);
+            norm_data(rng, kind, n, x, add);
+            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
+            // The CPU: x = add + x (stored back), then the norm.
+            std::vector<float> xc = x, y(n);
+            if (residual)
+                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
+            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
+            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *by = R.poisoned(n);
+            double ms = R.run("rms_norm", {bx, ba, bw, by}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u}, 1);
+            std::vector<Out> outs{{"y", Runner::read(*by, n), words_of(y), Word::f32}};
+            if (residual) outs.push_back({"x", Runner::read(*bx, n), words_of(xc), Word::f32});
+            R.check("rms_norm", "1×" + std::to_string(n) + " (" + kind + ")", ms, std::move(outs));
+            R.release();
+        }
+}
+
+// ---------------------------------------------------------------- prep_act
+
+void prep_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x) {
+    x.assign(n, 0.0f);
+    for (size_t b = 0; b < n / 32; ++b) {
+        float* v = &x[b * 32];
+        const int k = uniform_int(r, -10, 10);
+        for (size_t j = 0; j < 32; ++j) {
+            if (kind == "random") v[j] = normal(r) * std::exp(2.0f * normal(r));
+            // Every other block all zeros (amax 0: id 0, d 0).
+            else if (kind == "zero blocks") v[j] = b % 2 ? (j % 3 ? 0.0f : -0.0f) : normal(r);
+            // amax = 127·2^k, so id = 2^-k and x·id = q + 0.5 exactly: ties of the rounding.
+            else if (kind == "rounding ties") v[j] = j == 0 ? std::ldexp(b % 4 ? 127.0f : -127.0f, k) : std::ldexp(float(uniform_int(r, -128, 126)) + 0.5f, k);
+            // Subnormal blocks (127/amax overflows to infinity), blocks of subnormals beside tiny
+            // normals (127/amax huge), and subnormal f16 roundings.
+            else if (kind == "subnormal") {
+                switch (b % 3) {
+                    case 0: v[j] = bitsf(uint32_t(r() % 0x7fffff + 1) | (r() % 2 ? 0x80000000u : 0)); break;
+                    case 1: v[j] = j == 0 ? 0x1p-124f : bitsf(uint32_t(r() % 0x7fffff) | (r() % 2 ? 0x80000000u : 0)); break;
+                    default: v[j] = spread(r, -30, -14); break;
+                }
+            }
+            // Near float's largest values, and about f16's largest (65504, 65520 rounds to infinity).
+            else if (kind == "huge") {
+                if (b % 2) v[j] = (r() % 2 ? -1.0f : 1.0f) * uniform(r, 0.5f, 1.0f) * 3.4e38f;
+                else v[j] = (r() % 2 ? -1.0f : 1.0f) * (j % 4 == 0 ? 65520.0f : j % 4 == 1 ? 65519.996f : j % 4 == 2 ? 65504.0f : uniform(r, 6e4f, 7e4f));
+            }
+            // Exactly halfway between neighbouring f16 values, normal and subnormal.
+            else if (kind == "f16 ties") {
+                int e = uniform_int(r, -24, 15);
+                float m = float(2 * uniform_int(r, 1024, 2047) + 1);  // 12 bits, odd: a tie at f16's 11
+                float t = e < -14 ? std::ldexp(float(2 * uniform_int(r, 0, 1023) + 1), -25) : std::ldexp(m, e - 11);
+                v[j] = r() % 2 ? -t : t;
+            } else throw Error("prep_data: " + kind);
+        }
+    }
+}
+
+void verify_prep_act(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 12288} : std::vector<size_t>{128, 1024};
+    const char* kinds[] = {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"};
+    const uint32_t x_off = 7;
+    for (size_t n : ns)
+        for (const char* kind : kinds) {
+            std::vector<float> x;
+            prep_data(rng, kind, n, x);
+            // The CPU: quantize_row_q8_0, the Q1_0 table, the scales widened, the f16 rounding.
+            std::vector<quant::BlockQ8_0> q8(n / 32);
+            quant::quantize_row_q8_0(x.data(), q8.data(), n);
+            std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
+            gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
+            std::vector<float> table(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128));
+            std::vector<uint32_t> qi(n), d8(n / 32);
+            for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+            for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
+            std::vector<uint16_t> h(n);
+            ops::round_f16(x.data(), h.data(), n);
+            std::vector<float> xin(x_off, 1.0f);
+            xin.insert(xin.end(), x.begin(), x.end());
+            gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
+                        *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
+            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                    {{"q8", Runner::read(*bq, n), qi, Word::i32},
+                     {"d8", Runner::read(*bd, n / 32), d8, Word::f32},
+                     {"lane_products", Runner::read(*bt, table.size()), words_of(table), Word::f32},
+                     {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
+            R.release();
+        }
+    // With SwiGLU on the way in (the forward pass's input of the down product): the CPU's swiglu of
+    // a gate|up pair, then its quantization.
+    for (size_t n : ns)
+        for (const char* kind : {"gated random", "gated large gates"}) {
+            std::vector<float> gu(2 * n), y(n);
+            for (size_t i = 0; i < n; ++i) {
+                gu[i] = std::string(kind) == "gated random" ? 3.0f * normal(rng) : uniform(rng, -200.0f, 200.0f);
+                gu[n + i] = normal(rng);
+            }
+            ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
+            std::vector<quant::BlockQ8_0> q8(n / 32);
+            quant::quantize_row_q8_0(y.data(), q8.data(), n);
+            std::vector<uint32_t> qi(n);
+            for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+            std::vector<uint16_t> h(n);
+            ops::round_f16(y.data(), h.data(), n);
+            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
+                        *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
+            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                    {{"q8", Runner::read(*bq, n), qi, Word::i32}, {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
+            R.release();
+        }
+}
+
+// ---------------------------------------------------------------- products
+
+// A Q8_0 activation as the forward pass makes one: the CPU quantizer on values whose blocks have
+// scales of many sizes (so -128 never occurs).
+std::vector<quant::BlockQ8_0> activation_q8(Rng& r, size_t n) {
+    std::vector<float> x(n);
+    for (size_t b = 0; b < n / 32; ++b) {
+        float s = std::exp(2.0f * normal(r));
+        for (size_t j = 0; j < 32; ++j) x[b * 32 + j] = normal(r) * s;
+    }
+    std::vector<quant::BlockQ8_0> q8(n / 32);
+    quant::quantize_row_q8_0(x.data(), q8.data(), n);
+    return q8;
+}
+
+void verify_q2_0(Runner& R, Rng& rng, bool full) {
+    std::vector<std::pair<size_t, size_t>> shapes =
+        full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}, {2560, 9728}}
+             : std::vector<std::pair<size_t, size_t>>{{8, 64}, {37, 640}, {100, 2048}};
+    for (auto [rows, n] : shapes) {
+        const size_t nb = n / 64;
+        std::vector<uint8_t> w(rows * nb * 18);
+        for (size_t b = 0; b < rows * nb; ++b) {
+            uint8_t* p = &w[b * 18];
+            uint16_t h = f32_to_f16((r_sign(rng)) * 0.01f * std::exp(1.5f * normal(rng)));
+            if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));  // subnormal scales
+            p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
+            for (int k = 2; k < 18; ++k) p[k] = uint8_t(rng());
+        }
+        std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
+        std::vector<float> want(rows);
+        auto* qw = reinterpret_cast<const quant::BlockQ2_0*>(w.data());
+        for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_q2_0_ref(n, qw + r * nb, q8.data());
+        go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
+        std::vector<uint32_t> qi(n), d8(n / 32);
+        for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+        for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
+        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
+        double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, uint32_t((rows + 7) / 8));
+        R.check("q2_0_mat_vec", dims({rows, n}) + " (random)", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
+        R.release();
+    }
+}
+
+void verify_f16(Runner& R, Rng& rng, bool full) {
+    std::vector<std::pair<size_t, size_t>> shapes =
+        full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}}
+             : std::vector<std::pair<size_t, size_t>>{{8, 32}, {37, 128}, {100, 1024}};
+    for (auto [rows, n] : shapes)
+        for (const char* kind : {"random", "wide"}) {
+            const bool wide = std::strcmp(kind, "wide") == 0;
+            // wide: any finite f16 (subnormals to 65504): no sum of these overflows f32.
+            auto value = [&](float scale) {
+                if (!wide) return f32_to_f16(normal(rng) * scale);
+                uint16_t h;
+                do h = uint16_t(rng()); while ((h & 0x7c00) == 0x7c00);
+                return h;
+            };
+            std::vector<uint16_t> w(rows * n), x(n);
+            for (auto& v : w) v = value(0.05f);
+            for (auto& v : x) v = value(1.0f);
+            std::vector<float> want(rows);
+            for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_f16_ref(n, w.data() + r * n, x.data());
+            gpu::Buffer *bw = R.upload(pairs_of(w)), *bx = R.upload(pairs_of(x)), *bo = R.poisoned(rows);
+            double ms = R.run("f16_mat_vec", {bw, bx, bo}, {uint32_t(rows), uint32_t(n)}, uint32_t((rows + 7) / 8));
+            R.check("f16_mat_vec", dims({rows, n}) + " (" + kind + ")", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
+            R.release();
+        }
+}
+
+// ---------------------------------------------------------------- head_norm_rope
+
+void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
+    const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2;
+    const float eps = 1e-6f;
+    const uint32_t qn = 3, kn = 3 + D, layer = 3 * half;  // offsets that are not zero
+    ops::Rope rope(int(D), 1e6f);
+    struct C { int64_t pos; const char* kind; };
+    for (C c : {C{0, "random"}, C{1, "random"}, C{1000, "random"}, C{40000, "random"}, C{1000, "spread exponents"}}) {
+        const size_t n_ctx = size_t(c.pos) + 2, cache_words = layer + NKV * n_ctx * half;
+        std::vector<float> qkv((NH + 2 * NKV) * D), w(kn + D);
+        for (size_t h = 0; h < NH + 2 * NKV; ++h) {
+            float s = std::exp(normal(rng));
+            for (size_t i = 0; i < D; ++i)
+                qkv[h * D + i] = std::strcmp(c.kind, "random") ? spread(rng, -30, 12) : normal(rng) * s;
+        }
+        for (float& v : w) v = 1.0f + 0.1f * normal(rng);
+        std::vector<float> cs(D);
+        rope.cache(c.pos, cs.data());
+        std::vector<uint32_t> state(go::STATE_ROPE + D, 0);
+        state[go::STATE_POS] = uint32_t(c.pos);
+        state[go::STATE_NKV] = uint32_t(c.pos + 1);
+        std::memcpy(&state[go::STATE_ROPE], cs.data(), D * 4);
+        // The CPU: each head normed, rotated; keys and values rounded to f16 into the cache.
+        std::vector<float> q(NH * D), tmp(D);
+        for (size_t h = 0; h < NH; ++h) {
+            ops::rms_norm_mul(&qkv[h * D], &w[qn], &q[h * D], D, eps);
+            rope.apply(&q[h * D], cs.data());
+        }
+        std::vector<uint32_t> kc(cache_words, POISON), vc(cache_words, POISON);
+        std::vector<uint16_t> h16(D);
+        for (size_t kh = 0; kh < NKV; ++kh) {
+            ops::rms_norm_mul(&qkv[(NH + kh) * D], &w[kn], tmp.data(), D, eps);
+            rope.apply(tmp.data(), cs.data());
+            const size_t at = layer + (kh * n_ctx + size_t(c.pos)) * half;
+            ops::round_f16(tmp.data(), h16.data(), D);
+            std::vector<uint32_t> kw = pairs_of(h16);
+            std::copy(kw.begin(), kw.end(), kc.begin() + long(at));
+            ops::round_f16(&qkv[(NH + NKV + kh) * D], h16.data(), D);
+            std::vector<uint32_t> vw = pairs_of(h16);
+            std::copy(vw.begin(), vw.end(), vc.begin() + long(at));
+        }
+        gpu::Buffer *bqkv = R.upload(words_of(qkv)), *bw = R.upload(words_of(w)), *bst = R.upload(state), *bq = R.poisoned(NH * D),
+                    *bk = R.poisoned(cache_words), *bv = R.poisoned(cache_words);
+        double ms = R.run("head_norm_rope", {bqkv, bw, bst, bq, bk, bv},
+                          {uint32_t(D), uint32_t(NH), uint32_t(NKV), qn, kn, layer, uint32_t(n_ctx), fbits(eps)}, uint32_t(NH + NKV));
+        // The whole cache: the token's words, and no word written elsewhere.
+        R.check("head_norm_rope", dims({NH + NKV, D}) + " position " + std::to_string(c.pos) + " (" + c.kind + ")", ms,
+                {{"q", Runner::read(*bq, NH * D), words_of(q), Word::f32},
+                 {"k_cache", Runner::read(*bk, cache_words), kc, Word::f16x2},
+                 {"v_cache", Runner::read(*bv, cache_words), vc, Word::f16x2}});
+        R.release();
+    }
+}
+
+// ---------------------------------------------------------------- attention
+
+void verify_attention(Runner& R, Rng& rng, bool full) {
+    const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2, group = NH / NKV;
+    const uint32_t layer = 5 * half;
+    const float scale = 1.0f / sqrtf(float(D));
+    struct C { size_t n_kv; const char* kind; };
+    std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random"}, {64, "random"}, {300, "random"},
+                            {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"}};
+    if (full) cases.insert(cases.end(), {{4096, "random"}, {4096, "equal scores"}, {4096, "rise and fall"}, {4096, "large scores"}});
+    for (const C& c : cases) {
+        const size_t n_kv = c.n_kv, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
+        const std::string kind = c.kind;
+        std::vector<uint16_t> k(cache_halves, 0), v(cache_halves, 0);
+        std::vector<float> q(NH * D);
+        for (size_t kvh = 0; kvh < NKV; ++kvh) {
+            // u: the direction of every key in the structured cases; a score is c_i·|u|²·α·scale.
+            std::vector<float> u(D);
+            for (float& x : u) x = normal(rng);
+            const float alpha = kind == "large scores" ? 4.0f : 1.0f;
+            for (size_t i = 0; i < n_kv; ++i) {
+                float ci = 0;
+                if (kind == "rise and fall")  // maxima late, falls between them
+                    ci = float(i) / float(n_kv) * (1.0f + std::sin(float(i) * 0.05f)) - 0.5f;
+                else if (kind == "large scores") ci = uniform(rng, -1.0f, 1.0f);
+                for (size_t d = 0; d < D; ++d) {
+                    const size_t at = 2 * layer + (kvh * n_ctx + i) * D + d;
+                    float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
+                    k[at] = f32_to_f16(kv);
+                    v[at] = f32_to_f16(normal(rng));
+                }
+            }
+            for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
+                for (size_t d = 0; d < D; ++d) q[h * D + d] = kind == "random" ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
+        }
+        // The CPU: attend_f16 per query head over its kv head's rows.
+        std::vector<float> out(NH * D);
+        std::vector<uint8_t> scratch(ops::attend_scratch_bytes(D));
+        for (size_t h = 0; h < NH; ++h) {
+            const size_t base = 2 * layer + (h / group) * n_ctx * D;
+            ops::attend_f16(&q[h * D], &k[base], &v[base], n_kv, D, scale, &out[h * D], scratch.data());
+        }
+        std::vector<uint32_t> state(go::STATE_ROPE + D, 0);
+        state[go::STATE_POS] = uint32_t(n_kv - 1);
+        state[go::STATE_NKV] = uint32_t(n_kv);
+        gpu::Buffer *bq = R.upload(words_of(q)), *bk = R.upload(pairs_of(k)), *bv = R.upload(pairs_of(v)), *bst = R.upload(state),
+                    *bsc = R.poisoned(3 * NH * n_ctx), *bo = R.poisoned(NH * D);
+        double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo},
+                          {uint32_t(D), uint32_t(NH), uint32_t(group), layer, uint32_t(n_ctx), fbits(scale)}, uint32_t(NH));
+        R.check("attention", dims({NH, D}) + " over " + std::to_string(n_kv) + " (" + kind + ")", ms,
+                {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
+        R.release();
+    }
+}
+
+// ---------------------------------------------------------------- swiglu
+
+void verify_swiglu(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{6144, 9728, 12288} : std::vector<size_t>{1024};
+    for (size_t n : ns)
+        for (const char* kind : {"random", "large gates", "subnormal gates"}) {
+            std::vector<float> gu(2 * n);
+            const std::string k = kind;
+            // v_expf's branches: |x·log2(e)| past 126 (scaled) and past 192 (saturated), and their edges.
+            const float edges[] = {87.0f, 87.5f, 88.0f, 88.7f, 89.0f, 133.0f, 133.1f, 134.0f, 200.0f, 103.97f, 104.0f};
+            for (size_t i = 0; i < n; ++i) {
+                float& g = gu[i];
+                if (k == "random") g = 3.0f * normal(rng);
+                else if (k == "large gates") g = i % 16 < 11 ? (r_sign(rng)) * edges[i % 16] : uniform(rng, -200.0f, 200.0f);
+                else g = i % 7 == 0 ? (i % 2 ? -0.0f : 0.0f) : i % 7 == 1 ? r_sign(rng) * 0x1p-126f
+                                                                           : bitsf(uint32_t(rng() % 0x7fffff + 1) | (rng() % 2 ? 0x80000000u : 0));
+                gu[n + i] = normal(rng);
+            }
+            std::vector<float> y(n);
+            ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
+            gpu::Buffer *bg = R.upload(words_of(gu)), *bo = R.poisoned(n);
+            double ms = R.run("swiglu", {bg, bo}, {uint32_t(n)}, uint32_t((n + 255) / 256));
+            R.check("swiglu", "1×" + std::to_string(n) + " (" + kind + ")", ms, {{"out", Runner::read(*bo, n), words_of(y), Word::f32}});
+            R.release();
+        }
+}
+
+// ---------------------------------------------------------------- expf
+
+// The host's expf on many threads (the exhaustive run's 2^32 inputs).
+void host_expf(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
+    y.resize(x.size());
+    const size_t T = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> th;
+    for (size_t t = 0; t < T; ++t)
+        th.emplace_back([&, t] {
+            for (size_t i = x.size() * t / T; i < x.size() * (t + 1) / T; ++i) {
+                volatile float in = bitsf(x[i]);
+                y[i] = fbits(expf(in));
+            }
+        });
+    for (auto& t : th) t.join();
+}
+
+void expf_batch(Runner& R, const std::vector<uint32_t>& x, const std::string& shape) {
+    std::vector<uint32_t> want;
+    host_expf(x, want);
+    gpu::Buffer *bx = R.upload(x), *bo = R.poisoned(x.size());
+    double ms = R.run("expf", {bx, bo}, {uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
+    R.check("expf", shape, ms, {{"expf", Runner::read(*bo, x.size()), want, Word::f32}});
+    R.release();
+}
+
+void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
+    std::vector<uint32_t> x;
+    // The special values and the boundaries of glibc's expf, with their neighbours.
+    for (uint32_t b : {0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fa00000u,
+                       0xff812345u, 0x4202422fu, fbits(0x1.62e42ep6f), fbits(-0x1.9fe368p6f), fbits(-0x1.5d589ep6f), fbits(-0x1.9d1d9ep6f)})
+        for (int d = -4; d <= 4; ++d) x.push_back(b + uint32_t(d));
+    // Every exponent alike: random bits.
+    const size_t sample = full ? size_t(1) << 24 : size_t(1) << 21;
+    while (x.size() < sample) x.push_back(uint32_t(rng()));
+    expf_batch(R, x, dims({x.size()}) + " (specials, boundaries, every exponent)");
+    if (!(full && exhaustive)) return;
+    const size_t batch = size_t(1) << 24;
+    size_t words = 0;
+    double ms = 0;
+    std::vector<std::string> keep = std::move(R.lines);
+    R.lines.clear();
+    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += batch) {
+        x.resize(batch);
+        for (size_t i = 0; i < batch; ++i) x[i] = uint32_t(base + i);
+        expf_batch(R, x, "every float from " + show(uint32_t(base), Word::f32));
+        words += batch;
+    }
+    for (const std::string& l : R.lines) {
+        const char* comma = std::strrchr(l.c_str(), ',');
+        ms += comma ? std::atof(comma + 1) : 0;
+    }
+    R.lines = std::move(keep);
+    char line[160];
+    std::snprintf(line, sizeof line, "expf every float (2^32): %zu of %zu words bit-exact, %.0f ms", words, words, ms);
+    R.lines.push_back(line);
+}
+
+}  // namespace
+
+size_t workgroup_bytes(const std::vector<uint32_t>& m) {
+    std::map<uint32_t, uint64_t> size;  // type id -> bytes
+    std::map<uint32_t, uint32_t> constant, pointee;
+    size_t total = 0;
+    for (size_t i = 5; i < m.size();) {
+        const uint32_t op = m[i] & 0xffff, len = m[i] >> 16;
+        if (len == 0 || i + len > m.size()) break;
+        const uint32_t* a = &m[i + 1];
+        switch (op) {
+            case gpu::spirv::OpTypeInt:
+            case gpu::spirv::OpTypeFloat: size[a[0]] = a[1] / 8; break;
+            case gpu::spirv::OpTypeVector: size[a[0]] = size[a[1]] * a[2]; break;
+            case gpu::spirv::OpTypeArray: size[a[0]] = size[a[1]] * constant[a[2]]; break;
+            case gpu::spirv::OpConstant: constant[a[1]] = a[2]; break;
+            case gpu::spirv::OpTypePointer: pointee[a[0]] = a[2]; break;
+            case gpu::spirv::OpVariable:
+                if (a[2] == gpu::spirv::StorageWorkgroup) total += size[pointee[a[0]]];
+                break;
+            default: break;
+        }
+        i += len;
+    }
+    return total;
+}
+
+std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
+    std::vector<std::pair<std::string, std::vector<uint32_t>>> out;
+    for (const go::OpKernel& k : go::op_kernels())
+        for (gpu::shader::Fma f : {gpu::shader::Fma::exact, gpu::shader::Fma::native}) {
+            go::Build b;
+            b.fma = f;
+            b.expf_fused = go::host_expf_fused();
+            out.push_back({std::string(k.name) + (f == gpu::shader::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
+        }
+    return out;
+}
+
+std::vector<std::string> verify_ops(gpu::Gpu& gpu, const go::Build& build, const VerifyOpsOptions& opt) {
+    if (!gpu.has_f64()) throw Error("the op kernels need shaderFloat64, which the card lacks", 2);
+    Runner R(gpu, build, opt);
+    Rng rng(20261201);
+    auto want = [&](const char* k) { return opt.only.empty() || opt.only == k; };
+    if (!opt.only.empty()) go::op_kernel(opt.only);  // a name that is no kernel is an error
+    if (want("rms_norm")) verify_rms_norm(R, rng, opt.full);
+    if (want("prep_act")) verify_prep_act(R, rng, opt.full);
+    if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
+    if (want("f16_mat_vec")) verify_f16(R, rng, opt.full);
+    if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
+    if (want("attention")) verify_attention(R, rng, opt.full);
+    if (want("swiglu")) verify_swiglu(R, rng, opt.full);
+    if (want("expf")) verify_expf(R, rng, opt.full, opt.exhaustive);
+    return std::move(R.lines);
+}
+
+}  // namespace bankml::model

@@ -1,0 +1,59 @@
+// The on-card oracle of the forward pass's op kernels (gpu/op_kernels.h): each kernel runs alone on
+// the card, on random and on adversarial data, and every output word is compared bit for bit with
+// bankml's CPU op (model/ops.*, quant/, the C library's expf). A card that differs in one bit of
+// one kernel is refused whole: the forward pass on the card runs only after verify_ops passed.
+//
+// What each kernel is given (docs/modules/ops.md):
+//   rms_norm        squares summed in double that round often (wide exponent spreads, a huge first
+//                   value then small ones, squares near the running sum's last place, subnormal
+//                   squares, zeros, equal values), with and without the residual add
+//   prep_act        zero blocks, ties of x·id, subnormal and huge values, ties of the f16 rounding
+//   q2_0_mat_vec    random weights and scales against the CPU quantizer's Q8_0
+//   f16_mat_vec     random rows, and rows of f16 values over the whole exponent range
+//   head_norm_rope  positions 0, 1, 1000, 40000 (the rope table of ops::Rope(D, 1e6)), the queries
+//                   and the key and value words of the cache
+//   attention       1 to 300 (full: 4096) positions: random, equal scores, scores that rise late
+//                   and fall, large scores
+//   swiglu          gates up to ±200 (v_expf's overflow branches), subnormal gates
+//   expf            millions of floats over every exponent, the special values and the boundaries
+//                   (exhaustive: every one of the 2^32)
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gpu/compute.h"
+#include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
+
+namespace bankml::model {
+
+struct VerifyOpsOptions {
+    // The model's shapes (n up to 12288, products up to 12288×4096, 4096 cached positions); false:
+    // small shapes of the same kinds (tests, and the check before a model runs on the card).
+    bool full = false;
+    // With full: expf on every one of the 2^32 floats (bankml gpu --verify --full).
+    bool exhaustive = false;
+    // Tests: alters a kernel's first output (named by the kernel) before the comparison, to prove
+    // the check fails closed.
+    std::function<void(const std::string& kernel, std::vector<uint32_t>& words)> corrupt;
+    // Tests: only the kernel of this name ("" for all).
+    std::string only;
+    // Receives every kernel and shape run, in order (the failing one last, bit_exact false).
+    std::vector<gpu::kernels::Check>* checks = nullptr;
+};
+
+// Runs every op kernel (built with `build`) on the card; one line per kernel and shape
+// ("rms_norm 1×4096 (spread exponents): 4096 of 4096 values bit-exact, 0.12 ms"). Throws
+// bankml::Error (exit code 2) naming the kernel, the shape, the first differing output and both
+// values, or the limit the card lacks (shaderFloat64, invocations, workgroup memory).
+std::vector<std::string> verify_ops(gpu::Gpu& gpu, const gpu::ops::Build& build, const VerifyOpsOptions& opt = {});
+
+// The workgroup memory a module declares, in bytes (its Workgroup variables' arrays).
+size_t workgroup_bytes(const std::vector<uint32_t>& spirv);
+
+// Every op kernel's module for both Fma paths, by file name ("rms_norm.spv", "rms_norm_fma.spv").
+std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules();
+
+}  // namespace bankml::model

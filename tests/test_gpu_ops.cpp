@@ -1,0 +1,211 @@
+// The op kernels of the forward pass on the card (gpu/op_kernels.h) against the CPU ops, through
+// their on-card oracle (model/verify_gpu.h): every kernel bit-exact on random and adversarial data
+// (small shapes), a corrupted output refused for each, every module valid SPIR-V, and the
+// `bankml gpu --verify --json` document.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "gpu/compute.h"
+#include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
+#include "model/verify_gpu.h"
+#include "gpu_device.h"
+#include "test.h"
+
+using namespace bankml;
+
+namespace {
+
+gpu::Gpu* test_gpu() {
+    bt::TestGpu& t = bt::test_gpu_device();
+    if (!t.gpu) SKIP("gpu", t.why);
+    if (!t.gpu->has_f64()) SKIP("gpu", "this card has no shaderFloat64 (the op kernels need it)");
+    return t.gpu.get();
+}
+
+// The Build bankml would use on this card: the Fma path its probe proves, the host's expf.
+gpu::ops::Build card_build(gpu::Gpu& g) {
+    gpu::ops::Build b;
+    b.fma = gpu::kernels::probe_native_fma(g).native ? gpu::shader::Fma::native : gpu::shader::Fma::exact;
+    b.expf_fused = gpu::ops::host_expf_fused();
+    return b;
+}
+
+// One kernel's small shapes: every case bit-exact (verify_ops throws on the first difference,
+// naming it), with the kinds of data the oracle promises.
+void bit_exact(const char* kernel, std::initializer_list<const char*> kinds) {
+    gpu::Gpu* g = test_gpu();
+    model::VerifyOpsOptions o;
+    o.only = kernel;
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    std::vector<std::string> lines;
+    try {
+        lines = model::verify_ops(*g, card_build(*g), o);
+    } catch (const std::exception& e) {
+        bt::fail(__FILE__, __LINE__, e.what());
+        return;
+    }
+    REQUIRE(!checks.empty());
+    REQUIRE_EQ(lines.size(), checks.size());
+    for (size_t i = 0; i < checks.size(); ++i) {
+        CHECK_EQ(checks[i].name, std::string(kernel));
+        CHECK(checks[i].bit_exact);
+        CHECK_GT(checks[i].rows, 0u);
+        CHECK(lines[i].find(std::string(kernel) + " " + checks[i].shape + ": ") == 0);
+        CHECK(lines[i].find(" words bit-exact, ") != std::string::npos);
+    }
+    for (const char* k : kinds) {
+        bool seen = false;
+        for (auto& c : checks) seen |= c.shape.find(std::string("(") + k + ")") != std::string::npos;
+        if (!CHECK(seen)) std::printf("    no %s case for %s\n", k, kernel);
+    }
+}
+
+// A card whose output differs in one bit is refused, with the kernel, the shape, the output's
+// index and both values named.
+void refused(const char* kernel, size_t word) {
+    gpu::Gpu* g = test_gpu();
+    model::VerifyOpsOptions o;
+    o.only = kernel;
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    size_t calls = 0;
+    o.corrupt = [&](const std::string& k, std::vector<uint32_t>& w) {
+        CHECK_EQ(k, std::string(kernel));
+        if (word < w.size()) w[word] ^= 1u;
+        ++calls;
+    };
+    std::string what;
+    int code = 0;
+    try {
+        model::verify_ops(*g, card_build(*g), o);
+    } catch (const Error& e) {
+        what = e.what();
+        code = e.code;
+    }
+    CHECK_EQ(code, 2);
+    CHECK_EQ(calls, 1u);  // the first case fails; nothing after it runs
+    CHECK(what.find(std::string(kernel) + " ") == 0);
+    CHECK(what.find("[" + std::to_string(word) + "] differs (card ") != std::string::npos);
+    CHECK(what.find(", CPU ") != std::string::npos);
+    REQUIRE_EQ(checks.size(), 1u);
+    CHECK(!checks[0].bit_exact);
+    if (what.find("differs") == std::string::npos) std::printf("    got: %s\n", what.c_str());
+}
+
+}  // namespace
+
+TEST(gpu_op_rms_norm_bit_exact) {
+    bit_exact("rms_norm", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares", "zeros",
+                           "equal", "residual random", "residual cancel", "residual spread"});
+}
+TEST(gpu_op_prep_act_bit_exact) {
+    bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
+}
+TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
+TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
+TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
+TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores"}); }
+TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
+TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
+
+TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
+    for (const gpu::ops::OpKernel& k : gpu::ops::op_kernels()) refused(k.name, 3);
+    CHECK_THROWS(model::verify_ops(*test_gpu(), {}, [] { model::VerifyOpsOptions o; o.only = "nonsense"; return o; }()), "no kernel named nonsense");
+}
+
+TEST(gpu_op_modules_pass_spirv_val) {
+    auto mods = model::op_modules();
+    // Both Fma paths of every kernel.
+    CHECK_EQ(mods.size(), 2 * gpu::ops::op_kernels().size());
+    CHECK_EQ(mods[0].first, "rms_norm.spv");
+    CHECK_EQ(mods[1].first, "rms_norm_fma.spv");
+    // The workgroup memory the oracle checks against the card's limit: rms_norm's chunk of 4096
+    // squares and its scan, at least.
+    CHECK_GT(model::workgroup_bytes(mods[0].second), 4096u * 4);
+    CHECK_EQ(model::workgroup_bytes(gpu::kernels::fma_probe()), 0u);
+    auto which = bt::run_cmd("command -v spirv-val");
+    if (which.code != 0) SKIP("gpu", "spirv-val is not installed (apt-get install spirv-tools)");
+    std::string dir = bt::temp_dir();
+    for (auto& [name, words] : mods) {
+        std::string path = dir + "/" + name;
+        std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(words.data()), std::streamsize(words.size() * 4));
+        auto res = bt::run_cmd("spirv-val --target-env vulkan1.1 " + path);
+        if (!CHECK_EQ(res.code, 0)) std::printf("    %s: %s%s\n", name.c_str(), res.out.c_str(), res.err.c_str());
+    }
+}
+
+TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
+    auto none = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " gpu --verify --json");
+    CHECK_EQ(none.code, 0);
+    auto nd = json::parse(none.out);
+    CHECK(nd["devices"].is_array());
+    CHECK_EQ(nd["devices"].size(), 0u);
+    std::string dir = bt::temp_dir();
+    auto d = bt::run_cmd(bt::bankml_bin() + " gpu --dump-spirv " + dir + "/spv");
+    CHECK_EQ(d.code, 0);
+    for (auto& [name, words] : model::op_modules()) CHECK_EQ(bt::read_file(dir + "/spv/" + name).size(), words.size() * 4);
+    auto usage = bt::run_cmd(bt::bankml_bin() + " gpu --full");
+    CHECK_EQ(usage.code, 2);
+
+    bool lavapipe = false;
+    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run --verify on");
+    const std::string env = "BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 ";
+    auto ok = bt::run_cmd(env + bt::bankml_bin() + " gpu --verify --json");
+    CHECK_EQ(ok.code, 0);
+    auto v = json::parse(ok.out);
+    REQUIRE_EQ(v["devices"].size(), 1u);
+    const json::Value& dev = v["devices"][0];
+    CHECK_EQ(dev["index"].as_int(), 0);
+    CHECK(dev["name"].is_string());
+    CHECK(dev["verified"].as_bool());
+    CHECK(dev["reason"].is_null());
+    std::vector<std::string> names;
+    for (const json::Value& k : dev["kernels"].as_array()) {
+        CHECK(k["name"].is_string() && k["shape"].is_string() && k["rows"].is_integer() && k["ms"].is_number());
+        CHECK(k["bit_exact"].as_bool());
+        if (names.empty() || names.back() != k["name"].as_string()) names.push_back(k["name"].as_string());
+    }
+    for (const char* want : {"q1_0_mat_vec", "q1_0_mat_vec8", "rms_norm", "prep_act", "q2_0_mat_vec", "f16_mat_vec", "head_norm_rope",
+                             "attention", "swiglu", "expf"})
+        if (!CHECK(std::find(names.begin(), names.end(), want) != names.end())) std::printf("    no %s in --json\n", want);
+    // The text form names the op kernels too.
+    auto text = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(text.code, 2);
+    CHECK(text.out.find("q1_0_mat_vec8 267×512 random: 267 of 267 rows bit-exact") != std::string::npos);
+    CHECK(text.out.find("NOT VERIFIED — rms_norm 1×1000 (random): y[3] differs (card ") != std::string::npos);
+    // A corrupted op kernel refuses the card whole, in the JSON too: the failing check comes last.
+    auto bad = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify --json");
+    CHECK_EQ(bad.code, 2);
+    auto b = json::parse(bad.out);
+    REQUIRE_EQ(b["devices"].size(), 1u);
+    CHECK(!b["devices"][0]["verified"].as_bool());
+    CHECK(b["devices"][0]["reason"].as_string().find("rms_norm 1×1000 (random): y[3] differs") == 0);
+    const json::Value& ks = b["devices"][0]["kernels"];
+    REQUIRE(ks.size() > 0);
+    CHECK_EQ(ks[ks.size() - 1]["name"].as_string(), "rms_norm");
+    CHECK(!ks[ks.size() - 1]["bit_exact"].as_bool());
+}
+
+// A model opens on the card only after the card passed every op kernel (small shapes): a card
+// whose attention differs in one bit keeps the model on the CPU, and says why.
+TEST(gpu_model_stays_on_the_cpu_when_an_op_kernel_differs) {
+    bool lavapipe = false;
+    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the model on");
+    const std::string run = bt::bankml_bin() + " run -m " + bt::data_path("tiny-q2_0.gguf") + " --tokens 1,2,3 -n 2";
+    auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 " + run);
+    CHECK_EQ(ok.code, 0);
+    CHECK(ok.err.find("bankml: GPU: llvmpipe") != std::string::npos && ok.err.find("runs the model") != std::string::npos);
+    auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=attention " + run);
+    CHECK_EQ(bad.code, 0);
+    CHECK(bad.err.find("runs the model") == std::string::npos);
+    CHECK(bad.err.find("stays on the CPU: not verified: attention 4×128 over 1 (random): out[3] differs") != std::string::npos);
+    CHECK_EQ(bad.out, ok.out);  // the same tokens either way
+    if (bad.err.find("stays on the CPU") == std::string::npos) std::printf("    stderr: %s\n", bad.err.c_str());
+}
