@@ -1,5 +1,6 @@
 // The test runner: `bankml_tests [pattern...]` runs the tests whose names contain any pattern,
-// one line per test, and ends with exactly "N passed, N failed, N skipped".
+// one line per test, lists the skipped tests by name, and ends with exactly
+// "N passed, N failed, N skipped". A skip whose need the run requires is a failure (test.h).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "core/cpu.h"
 #include "test.h"
 
 namespace bt {
@@ -67,6 +69,11 @@ Proc run_cmd(const std::string& cmd) {
     return p;
 }
 
+void fast_path_checked() {
+    if (!bankml::cpu_has_avx2_fma_f16c())
+        throw Skipped{"avx2", "no AVX2/FMA/F16C: the fast path is the reference here, so only the reference was checked"};
+}
+
 std::string bankml_bin() {
     if (const char* b = std::getenv("BANKML_BIN")) return b;
     return std::filesystem::absolute("bankml").string();
@@ -82,9 +89,31 @@ std::string temp_dir() {
 
 }  // namespace bt
 
+namespace {
+
+// What this run requires: BANKML_TEST_REQUIRE_GPU=1 adds "gpu"; BANKML_TEST_REQUIRE a comma list.
+std::vector<std::string> required() {
+    std::vector<std::string> r;
+    if (const char* g = std::getenv("BANKML_TEST_REQUIRE_GPU"); g && std::string(g) == "1") r.push_back("gpu");
+    if (const char* l = std::getenv("BANKML_TEST_REQUIRE")) {
+        std::string s = l;
+        for (size_t at = 0; at <= s.size();) {
+            size_t comma = s.find(',', at);
+            if (comma == std::string::npos) comma = s.size();
+            if (comma > at) r.push_back(s.substr(at, comma - at));
+            at = comma + 1;
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     std::vector<std::string> pats(argv + 1, argv + argc);
     int passed = 0, failed = 0, skipped = 0;
+    const std::vector<std::string> req = required();
+    std::vector<std::string> skipped_names;
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     for (const auto& c : bt::registry()) {
         if (!pats.empty()) {
@@ -93,13 +122,19 @@ int main(int argc, char** argv) {
             if (!hit) continue;
         }
         int before = bt::g_failures;
-        std::string skip_why, thrown;
+        std::string skip_why, skip_needs, thrown;
         auto t0 = std::chrono::steady_clock::now();
         try {
             c.fn();
         } catch (const bt::Stop&) {
         } catch (const bt::Skipped& s) {
-            skip_why = s.why;
+            skip_why = s.why.empty() ? "(no reason given)" : s.why;
+            skip_needs = s.needs;
+            for (const auto& r : req)
+                if (r == s.needs) {
+                    ++bt::g_failures;
+                    std::printf("    skipped for want of %s, which this run requires: %s\n", s.needs.c_str(), skip_why.c_str());
+                }
         } catch (const std::exception& e) {
             thrown = e.what();
         } catch (...) {
@@ -115,7 +150,8 @@ int main(int argc, char** argv) {
             std::printf("FAIL %s (%.0f ms)\n", c.name, ms);
         } else if (!skip_why.empty()) {
             ++skipped;
-            std::printf("SKIP %s: %s\n", c.name, skip_why.c_str());
+            skipped_names.push_back(std::string(c.name) + " (needs " + skip_needs + ")");
+            std::printf("SKIP %s: needs %s: %s\n", c.name, skip_needs.c_str(), skip_why.c_str());
         } else {
             ++passed;
             std::printf("ok   %s (%.0f ms)\n", c.name, ms);
@@ -125,6 +161,11 @@ int main(int argc, char** argv) {
     for (const auto& d : bt::g_temp_dirs) {
         std::error_code ec;
         std::filesystem::remove_all(d, ec);
+    }
+    if (!skipped_names.empty()) {
+        std::printf("skipped:");
+        for (size_t i = 0; i < skipped_names.size(); ++i) std::printf("%s %s", i ? "," : "", skipped_names[i].c_str());
+        std::printf("\n");
     }
     std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;

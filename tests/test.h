@@ -1,5 +1,11 @@
 // bankml's hand-rolled test runner: TEST registers, CHECK* records and keeps going,
-// REQUIRE* stops the test, SKIP marks it skipped with a reason.
+// REQUIRE* stops the test, SKIP marks it skipped, naming what the machine lacks and why.
+//
+// A skip is never silent: the runner prints it, lists every skipped test by name before the closing
+// line, and turns it into a failure where the run requires what it names:
+//   BANKML_TEST_REQUIRE_GPU=1        every "gpu" skip fails (a Vulkan device, lavapipe included, and
+//                                    the GPU tooling .ci/run installs: validation layers, spirv-val)
+//   BANKML_TEST_REQUIRE=avx2,avxvnni  skips naming one of these fail (CPU paths this machine has)
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -22,7 +28,10 @@ struct Registrar {
 
 // Thrown by REQUIRE to leave the test, and by SKIP.
 struct Stop {};
-struct Skipped { std::string why; };
+struct Skipped {
+    std::string needs;  // what the machine lacks: "gpu", a CPU feature ("avx2", "avxvnni"), ...
+    std::string why;
+};
 
 void fail(const char* file, int line, const std::string& what);
 
@@ -49,6 +58,10 @@ std::vector<uint8_t> read_file(const std::string& path);
 // Runs a command through /bin/sh, capturing stdout and stderr separately; returns the exit status.
 struct Proc { int code = -1; std::string out, err; };
 Proc run_cmd(const std::string& cmd);
+// Ends a test that compared a fast path with its reference: on a CPU without AVX2/FMA/F16C the fast
+// path is the reference itself, so the test is reported skipped for want of avx2 (its other checks
+// still ran and still fail it).
+void fast_path_checked();
 // Path of the built ./bankml (BANKML_BIN, else ./bankml).
 std::string bankml_bin();
 // A fresh temporary directory, removed at exit of the test binary.
@@ -88,4 +101,5 @@ std::string temp_dir();
     } while (0)
 #define REQUIRE(c) do { if (!CHECK(c)) throw ::bt::Stop{}; } while (0)
 #define REQUIRE_EQ(a, b) do { if (!CHECK_EQ(a, b)) throw ::bt::Stop{}; } while (0)
-#define SKIP(why) throw ::bt::Skipped{why}
+// SKIP(needs, why): the test cannot run here because the machine lacks `needs`.
+#define SKIP(needs, why) throw ::bt::Skipped{needs, why}

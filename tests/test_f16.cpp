@@ -52,7 +52,7 @@ TEST(f16_to_f32_every_half_round_trips) {
 }
 
 TEST(f16_to_f32_every_half_matches_f16c) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no F16C on this CPU");
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no F16C on this CPU");
     for (uint32_t h = 0; h < 65536; ++h)
         if (!CHECK_EQ(bits(f16_to_f32(uint16_t(h))), bits(f16_to_f32_f16c(uint16_t(h))))) return;
     // The row converter (F16C inside) agrees too.
@@ -65,7 +65,7 @@ TEST(f16_to_f32_every_half_matches_f16c) {
 }
 
 TEST(f32_to_f16_matches_f16c_over_the_exponent_range) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no F16C on this CPU");
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no F16C on this CPU");
     std::mt19937 rng(7);
     std::vector<float> xs;
     // Every exponent (f32 subnormals, half subnormals, normals, overflow, inf/NaN) with mantissas

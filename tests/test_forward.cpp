@@ -187,12 +187,27 @@ TEST(forward_same_bits_at_1_2_3_threads_and_batch_or_token_by_token) {
     }
 }
 
+// The f16 cache rounds every key and value to 11 bits (2⁻¹¹ relative) and accumulates attention in
+// f16; the f32 cache does neither. On the F16 model that is one f16 rounding's worth of the logits
+// (measured: at most 0.0116 on logits up to 21, 5e-4 relative). The Q1_0 and Q2_0 models quantize
+// every activation to Q8_0 between layers, where such a change flips whole quantization steps, and
+// these random models amplify it (llama.cpp's own attention switch moves their logits by ~1 %):
+// measured 0.274 (Q1_0) and 0.187 (Q2_0) over the 37 positions of the long prompt and the 8 of A.
+// Both paths are deterministic on every machine (same bits at any thread count or kernel set), so
+// each bound is the measured difference plus 10 %: a change to either cache's arithmetic that moves
+// the logits more than its own rounding does fails here.
 TEST(forward_f32_cache_close_to_f16_cache) {
-    auto a = open_tiny("tiny-q1_0.gguf", 1, false), b = open_tiny("tiny-q1_0.gguf", 1, true);
-    auto la = a->eval(PROMPT_A), lb = b->eval(PROMPT_A);
-    auto [diff, mx] = compare(la, lb);
-    CHECK_GT(diff, (size_t)0);  // the cache's precision is visible...
-    CHECK_LT(mx, 0.5);          // ...but small against logits of order 10
+    struct Case { const char* name; double measured; };
+    for (Case c : {Case{"tiny-q1_0.gguf", 0.2739}, Case{"tiny-q2_0.gguf", 0.1873}, Case{"tiny-f16.gguf", 0.01159}}) {
+        auto a = open_tiny(c.name, 1, false), b = open_tiny(c.name, 1, true);
+        auto la = a->eval(PROMPT_A), lb = b->eval(PROMPT_A);
+        auto pa = all_positions(*a, true), pb = all_positions(*b, true);
+        la.insert(la.end(), pa.begin(), pa.end());
+        lb.insert(lb.end(), pb.begin(), pb.end());
+        auto [diff, mx] = compare(la, lb);
+        CHECK_GT(diff, la.size() / 2);  // the cache's precision is visible...
+        if (!CHECK_LE(mx, c.measured * 1.1)) bt::fail(__FILE__, __LINE__, c.name);  // ...within its measured size
+    }
 }
 
 TEST(forward_errors_token_out_of_range_full_context_bad_files) {

@@ -27,9 +27,9 @@ struct Card {
 
 Card open_card() {
     bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP(t.why);
+    if (!t.gpu) SKIP("gpu", t.why);
     Card c{gpu::Gpu::open(t.index), {}, false};
-    if (!c.gpu.has_f64()) SKIP("the test card has no shaderFloat64");
+    if (!c.gpu.has_f64()) SKIP("gpu", "the test card has no shaderFloat64");
     gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
     gpu::kernels::VerifyOptions vo;
     vo.full = false;
@@ -170,7 +170,7 @@ TEST(run_json_names_the_backend_and_gpu_off_keeps_the_cpu) {
     auto card = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 " + bin + " run -m " + m + " --tokens 1,2,3 -n 4 --json");
     REQUIRE_EQ(card.code, 0);
     if (card.out.find("\"backend\":\"vulkan\"") == std::string::npos) {
-        if (card.err.find("stays on the CPU") != std::string::npos || card.err.empty()) SKIP("no card runs the model here: " + card.err);
+        if (card.err.find("stays on the CPU") != std::string::npos || card.err.empty()) SKIP("gpu", "no card runs the model here: " + card.err);
     }
     CHECK(card.out.find("\"backend\":\"vulkan\"") != std::string::npos);
     CHECK(card.err.find("runs the model") != std::string::npos);

@@ -57,7 +57,7 @@ std::string old_loader(std::string* libpath) {
             bt::fail(__FILE__, __LINE__, why);
             throw bt::Stop{};
         }
-        throw bt::Skipped{why};
+        throw bt::Skipped{"old-glibc", why};
     }
     *libpath = dir + "/lib/x86_64-linux-gnu:" + dir + "/usr/lib/x86_64-linux-gnu";
     return ld;
@@ -65,7 +65,7 @@ std::string old_loader(std::string* libpath) {
 
 // The AddressSanitizer build links against the machine's glibc as it is: nothing to prove there.
 void skip_under_asan() {
-    if (env_or("BANKML_ASAN", "0") == "1") throw bt::Skipped{"the ASan build is linked for this machine's glibc only"};
+    if (env_or("BANKML_ASAN", "0") == "1") throw bt::Skipped{"non-asan-build", "the ASan build is linked for this machine's glibc only"};
 }
 
 // The repository root, next to ./bankml.

@@ -94,12 +94,19 @@ TEST(golden_file_reads_whole) {
 }
 
 TEST(golden_q8_0_quantize_reference) { check_quantize(Path::Reference); }
-TEST(golden_q8_0_quantize_fast) { check_quantize(Path::Fast); }
+TEST(golden_q8_0_quantize_fast) {
+    check_quantize(Path::Fast);
+    bt::fast_path_checked();
+}
 TEST(golden_products_reference_single_thread) { check_products(Path::Reference, 1); }
 TEST(golden_products_reference_pool_2_3_5) {
     for (int t : {2, 3, 5}) check_products(Path::Reference, t);
 }
-TEST(golden_products_fast_single_thread) { check_products(Path::Fast, 1); }
+TEST(golden_products_fast_single_thread) {
+    check_products(Path::Fast, 1);
+    bt::fast_path_checked();
+}
 TEST(golden_products_fast_pool_2_3_5) {
     for (int t : {2, 3, 5}) check_products(Path::Fast, t);
+    bt::fast_path_checked();
 }

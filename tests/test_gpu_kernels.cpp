@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 
 #include "cmd/gpu_verify.h"
 #include "core/error.h"
@@ -19,7 +20,7 @@ using namespace bankml::gpu;
 // The card these tests use (tests/gpu_device.h).
 static Gpu* test_gpu() {
     bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP(t.why);
+    if (!t.gpu) SKIP("gpu", t.why);
     return t.gpu.get();
 }
 
@@ -255,7 +256,7 @@ TEST(native_kernels_follow_the_cpu_order) {
     bool unfused = seen.size() == t.size();
     for (size_t i = 0; i < t.size() && unfused; ++i)
         if (std::strcmp(t[i].kind, "subnormal")) unfused = fbits(seen[i]) == fbits(unfused_fma(t[i].a, t[i].b, t[i].c));
-    if (!probe.native && !unfused) SKIP("this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
+    if (!probe.native && !unfused) SKIP("gpu", "this card's Fma is neither correctly rounded nor a multiply then an add: " + probe.line);
     auto outer = [&](float a, float b, float c) { return probe.native ? std::fma(a, b, c) : unfused_fma(a, b, c); };
     size_t rows = 333, n = 1152;  // a partial last workgroup of both kernels (256 + 77; 10·32 + 13)
     std::mt19937_64 rng(17);
@@ -351,8 +352,6 @@ TEST(fma_exact_on_the_card) {
 TEST(gpu_verify_command_lines_and_dump_spirv) {
     std::string dir = bt::temp_dir();
     auto r = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " gpu --verify");
-    if (r.out.find("unknown") != std::string::npos || r.err.find("unknown") != std::string::npos)
-        SKIP("bankml gpu --verify is not wired into src/cmd/gpu.cpp yet");
     CHECK_EQ(r.code, 0);
     CHECK_EQ(r.out, "bankml gpu --verify: no usable GPU found; bankml runs on the CPU\n");
     auto d = bt::run_cmd(bt::bankml_bin() + " gpu --dump-spirv " + dir + "/spv");
@@ -362,7 +361,7 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
     // `bankml gpu --verify` itself), and a corrupted row is refused.
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run the full --verify on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the full --verify on");
     auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(ok.code, 0);
     CHECK(ok.out.find("q1_0_mat_vec8 267×512 random: 267 of 267 rows bit-exact") != std::string::npos);
@@ -387,7 +386,7 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
 TEST(vulkan_validation_reports_nothing) {
     Gpu* g = test_gpu();
     (void)g;
-    if (!Gpu::validation_enabled()) SKIP("VK_LAYER_KHRONOS_validation is not installed (or the GPU tests were not first to use Vulkan)");
+    if (!Gpu::validation_enabled()) SKIP("gpu", "VK_LAYER_KHRONOS_validation is not installed (or the GPU tests were not first to use Vulkan)");
     auto msgs = Gpu::validation_messages();
     for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
     CHECK_EQ(msgs.size(), 0u);
@@ -396,7 +395,7 @@ TEST(vulkan_validation_reports_nothing) {
 TEST(bench_gpu_quick_runs_on_lavapipe) {
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run the benchmark on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the benchmark on");
     auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
     CHECK_EQ(r.code, 0);
     CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
@@ -404,7 +403,33 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     CHECK(r.out.find("shader copy 8 MiB") != std::string::npos);
     CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
     CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
-    CHECK(r.out.find("DIFFER") == std::string::npos);  // the benchmark's results are the CPU's bits too
+    // The bench data has random f16 scales, on which a fused and an unfused multiply-add differ: the
+    // fma_exact kernels must give the CPU's bits on every row; the native ones only where the probe
+    // proved this card's Fma fused (lavapipe's is not: there every native row must differ, which
+    // shows the data can tell the two apart).
+    const bool native = r.out.find("— native Fma proven") != std::string::npos;
+    CHECK(native || r.out.find("— native Fma refused") != std::string::npos);
+    size_t exact_rows = 0, native_rows = 0;
+    std::istringstream lines(r.out);
+    for (std::string l; std::getline(lines, l);) {
+        if (l.rfind("512x1024", 0) != 0 && l.rfind("2048x2048", 0) != 0) continue;
+        if (l.find("cpu mat_vec_par") != std::string::npos) continue;
+        const bool differs = l.find("BITS DIFFER FROM THE CPU") != std::string::npos;
+        if (l.find("_fma ") != std::string::npos) {
+            ++native_rows;
+            if (!CHECK_EQ(differs, !native)) std::printf("    %s\n", l.c_str());
+        } else {
+            ++exact_rows;
+            if (!CHECK(!differs)) std::printf("    %s\n", l.c_str());
+        }
+    }
+    CHECK_EQ(exact_rows, 2 * (1 + std::size(kernels::MAT_VEC8_PERS)));
+    CHECK_EQ(native_rows, exact_rows);
+    // A card below the kernels' workgroup limits is refused before anything runs on it.
+    auto low = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_LIMITS=128,128,16384 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
+    CHECK_EQ(low.code, 2);
+    CHECK(low.err.find("maxComputeWorkGroupInvocations of 256, the card offers 128; bankml refuses the card") != std::string::npos);
+    CHECK(low.out.find("empty dispatch") == std::string::npos);
     auto none = bt::run_cmd("BANKML_GPU=off " + bt::bankml_bin() + " bench gpu --quick");
     CHECK_EQ(none.code, 0);
     CHECK(none.out.find("no usable GPU found") != std::string::npos);
@@ -438,4 +463,27 @@ TEST(kernel_limits_are_checked_before_any_dispatch) {
     const Gpu::Limits& lim = g->limits();
     CHECK_GE(lim.max_invocations, 128u);  // what Vulkan guarantees: the limits were read at all
     CHECK_EQ(kernels::limits_problem(lim.max_invocations, lim.max_size_x, lim.max_shared_bytes), "");
+    // The real card made to report low limits (BANKML_GPU_TEST_LIMITS; it then refuses every
+    // submission, so a dispatch ahead of the check would fail with another message): `gpu --verify`
+    // refuses it with exit 2 and the limit named, before the native-Fma probe or any kernel runs.
+    const std::string env = "BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 ";
+    struct Low { const char* limits; const char* named; };
+    for (Low l : {Low{"128,1024,49152", "maxComputeWorkGroupInvocations of 256, the card offers 128"},
+                  Low{"1024,128,49152", "maxComputeWorkGroupSize[0] of 256, the card offers 128"},
+                  Low{"1024,1024,1024", "maxComputeSharedMemorySize"}}) {
+        auto r = bt::run_cmd(env + "BANKML_GPU_TEST_LIMITS=" + l.limits + " " + bt::bankml_bin() + " gpu --verify");
+        CHECK_EQ(r.code, 2);
+        if (!CHECK(r.out.find(std::string("NOT VERIFIED — the kernels need ") + l.named) != std::string::npos)) std::printf("%s", r.out.c_str());
+        CHECK(r.out.find("; bankml refuses the card rather than dispatch past its limits; bankml will not use this card\n") != std::string::npos);
+        CHECK(r.out.find("Fma probe") == std::string::npos);
+        CHECK(r.out.find("rows bit-exact") == std::string::npos);
+    }
+    // Limits that pass the check: the first dispatch meets the hook's refusal, which shows the hook
+    // would catch a dispatch placed ahead of the check.
+    auto high = bt::run_cmd(env + "BANKML_GPU_TEST_LIMITS=1024,1024,49152 " + bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(high.code, 2);
+    CHECK(high.out.find("nothing may run on it") != std::string::npos);
+    auto bad = bt::run_cmd(env + "BANKML_GPU_TEST_LIMITS=lots " + bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(bad.code, 2);
+    CHECK(bad.out.find("BANKML_GPU_TEST_LIMITS='lots': expected invocations,size_x,shared_bytes") != std::string::npos);
 }

@@ -21,8 +21,8 @@ namespace {
 
 gpu::Gpu* test_gpu() {
     bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP(t.why);
-    if (!t.gpu->has_f64()) SKIP("this card has no shaderFloat64 (the op kernels need it)");
+    if (!t.gpu) SKIP("gpu", t.why);
+    if (!t.gpu->has_f64()) SKIP("gpu", "this card has no shaderFloat64 (the op kernels need it)");
     return t.gpu.get();
 }
 
@@ -126,7 +126,7 @@ TEST(gpu_op_modules_pass_spirv_val) {
     CHECK_GT(model::workgroup_bytes(mods[0].second), 4096u * 4);
     CHECK_EQ(model::workgroup_bytes(gpu::kernels::fma_probe()), 0u);
     auto which = bt::run_cmd("command -v spirv-val");
-    if (which.code != 0) SKIP("spirv-val is not installed (apt-get install spirv-tools)");
+    if (which.code != 0) SKIP("gpu", "spirv-val is not installed (apt-get install spirv-tools)");
     std::string dir = bt::temp_dir();
     for (auto& [name, words] : mods) {
         std::string path = dir + "/" + name;
@@ -151,7 +151,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
 
     bool lavapipe = false;
     for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run --verify on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run --verify on");
     const std::string env = "BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 ";
     auto ok = bt::run_cmd(env + bt::bankml_bin() + " gpu --verify --json");
     CHECK_EQ(ok.code, 0);
@@ -199,7 +199,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
 TEST(gpu_model_stays_on_the_cpu_when_an_op_kernel_differs) {
     bool lavapipe = false;
     for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
-    if (!lavapipe) SKIP("no software renderer here to run the model on");
+    if (!lavapipe) SKIP("gpu", "no software renderer here to run the model on");
     const std::string run = bt::bankml_bin() + " run -m " + bt::data_path("tiny-q2_0.gguf") + " --tokens 1,2,3 -n 2";
     auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 " + run);
     CHECK_EQ(ok.code, 0);

@@ -225,7 +225,7 @@ TEST(discovery_never_panics) {
     }
     // lavapipe: listed as Cpu, not usable, never selected unless allowed.
     std::string icd = lavapipe_icd();
-    if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
+    if (icd.empty()) SKIP("gpu", "lavapipe (mesa-vulkan-drivers) is not installed");
     std::string env = "VK_ICD_FILENAMES=" + icd + " VK_DRIVER_FILES=" + icd;
     auto lvp = bankml_gpu(env);
     REQUIRE_EQ(lvp.v["devices"].size(), 1u);
@@ -259,13 +259,13 @@ TEST(vulkan_describes_lavapipe_in_process_and_names_vkresults) {
     CHECK_THROWS(gpu::vulkan::check(VK_INCOMPLETE, "vkEnumeratePhysicalDevices"), "VK_INCOMPLETE");
     gpu::vulkan::check(VK_INCOMPLETE, "vkEnumeratePhysicalDevices", true);
     std::string icd = lavapipe_icd();
-    if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
+    if (icd.empty()) SKIP("gpu", "lavapipe (mesa-vulkan-drivers) is not installed");
     EnvVar a("VK_ICD_FILENAMES", icd.c_str()), b("VK_DRIVER_FILES", icd.c_str()), c("BANKML_VULKAN_LOADER", nullptr);
     std::vector<Device> devs;
     try {
         devs = gpu::vulkan::devices();
     } catch (const std::exception& e) {
-        SKIP(std::string("no Vulkan loader usable here: ") + e.what());
+        SKIP("gpu", std::string("no Vulkan loader usable here: ") + e.what());
     }
     REQUIRE_EQ(devs.size(), 1u);
     const Device& d = devs[0];
@@ -524,13 +524,13 @@ TEST(bankml_gpu_report_has_the_documented_fields) {
 // device-level function loaded for a real device (lavapipe), which is then destroyed cleanly.
 TEST(vulkan_instance_and_device_table_load_on_lavapipe) {
     std::string icd = lavapipe_icd();
-    if (icd.empty()) SKIP("lavapipe (mesa-vulkan-drivers) is not installed");
+    if (icd.empty()) SKIP("gpu", "lavapipe (mesa-vulkan-drivers) is not installed");
     EnvVar a("VK_ICD_FILENAMES", icd.c_str()), b("VK_DRIVER_FILES", icd.c_str()), c("BANKML_VULKAN_LOADER", nullptr);
     std::optional<gpu::vulkan::Instance> inst;
     try {
         inst.emplace(true);
     } catch (const std::exception& e) {
-        SKIP(std::string("no Vulkan loader usable here: ") + e.what());
+        SKIP("gpu", std::string("no Vulkan loader usable here: ") + e.what());
     }
     const auto& vk = inst->vk();
     auto pds = inst->physical_devices();

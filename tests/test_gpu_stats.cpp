@@ -65,9 +65,47 @@ TEST(gpu_statistic_lines_are_checked_for_form) {
     CHECK(!well_formed("Instructions (format 7)"));
 }
 
+// compute's own formatter (what pipeline_statistics returns, line by line) on every value format,
+// on any machine: a card with statistics is not needed to test how they are written.
+TEST(gpu_statistic_line_formats_every_value_type) {
+    auto stat = [](const char* name, VkPipelineExecutableStatisticFormatKHR f) {
+        VkPipelineExecutableStatisticKHR s{};
+        s.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        std::strncpy(s.name, name, VK_MAX_DESCRIPTION_SIZE);
+        s.format = f;
+        return s;
+    };
+    auto b = stat("Spills", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR);
+    b.value.b32 = VK_TRUE;
+    auto i = stat("Code size delta", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR);
+    i.value.i64 = -9223372036854775807LL - 1;
+    auto u = stat("Register Count", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR);
+    u.value.u64 = 18446744073709551615ULL;
+    auto f = stat("Occupancy", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR);
+    f.value.f64 = 0.75;
+    auto big = stat("Cycles", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR);
+    big.value.f64 = 1.5e300;
+    auto odd = stat("Instructions", VkPipelineExecutableStatisticFormatKHR(7));
+    CHECK_EQ(statistic_line(b), "Spills true");
+    b.value.b32 = VK_FALSE;
+    CHECK_EQ(statistic_line(b), "Spills false");
+    CHECK_EQ(statistic_line(i), "Code size delta -9223372036854775808");
+    CHECK_EQ(statistic_line(u), "Register Count 18446744073709551615");
+    CHECK_EQ(statistic_line(f), "Occupancy 0.75");
+    CHECK_EQ(statistic_line(big), "Cycles 1.5e+300");
+    CHECK_EQ(statistic_line(odd), "Instructions (format 7)");  // readable, and refused by well_formed
+    for (const auto* s : {&b, &i, &u, &f, &big}) CHECK(well_formed(statistic_line(*s)));
+    CHECK(!well_formed(statistic_line(odd)));
+    // A name filling all 256 bytes without a NUL is read to its end, never past it.
+    auto full = stat("", VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR);
+    std::memset(full.name, 'n', VK_MAX_DESCRIPTION_SIZE);
+    full.value.u64 = 3;
+    CHECK_EQ(statistic_line(full), std::string(VK_MAX_DESCRIPTION_SIZE, 'n') + " 3");
+}
+
 TEST(gpu_pipeline_statistics_are_name_value_lines_where_the_card_offers_them) {
     bt::TestGpu& s = bt::test_gpu_device();
-    if (!s.gpu) SKIP(s.why);
+    if (!s.gpu) SKIP("gpu", s.why);
     Gpu& g = *s.gpu;
     // Compute enables the extension exactly when the device offers it.
     CHECK_EQ(g.has_pipeline_statistics(), device_offers_statistics(s.index));

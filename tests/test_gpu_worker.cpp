@@ -15,6 +15,8 @@
 #include "core/error.h"
 #include "gpu/gpu.h"
 #include "gpu/worker.h"
+#include "gpu/compute.h"
+#include "gpu_device.h"
 #include "model/forward.h"
 #include "quant/dot.h"
 #include "test.h"
@@ -46,8 +48,9 @@ bool any_vulkan_device() {
 
 // A worker on the first selected card, software renderers allowed, half of the rows.
 std::unique_ptr<gpu::Worker> test_worker(const gpu::WorkerOptions& extra = {}) {
+    bt::test_gpu_device();  // the process's first Vulkan use: the validation layers are on for the workers too
     EnvScope soft("BANKML_GPU_ALLOW_SOFTWARE", "1"), sel("BANKML_GPU", nullptr);
-    if (!any_vulkan_device()) SKIP("no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)");
+    if (!any_vulkan_device()) SKIP("gpu", "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)");
     gpu::WorkerOptions opt = extra;
     opt.full_verify = false;  // the small shapes: the suite stays fast (a real run verifies fully)
     if (opt.share < 0) opt.share = 0.5;
@@ -219,7 +222,7 @@ TEST(worker_share_zero_or_bad_gives_no_worker) {
         gpu::WorkerOptions opt;
         opt.share = -1;  // from the environment
         EnvScope soft("BANKML_GPU_ALLOW_SOFTWARE", "1");
-        if (!any_vulkan_device()) SKIP("no Vulkan device here");
+        if (!any_vulkan_device()) SKIP("gpu", "no Vulkan device here");
         opt.full_verify = false;
         CHECK(gpu::Worker::open(opt) == nullptr);
         EnvScope small("BANKML_GPU_SHARE", "0.01");
@@ -234,11 +237,23 @@ TEST(worker_share_zero_or_bad_gives_no_worker) {
 TEST(worker_never_opens_a_software_renderer_by_default) {
     EnvScope soft("BANKML_GPU_ALLOW_SOFTWARE", nullptr), sel("BANKML_GPU", nullptr);
     for (const auto& d : gpu::discover().devices)
-        if (d.usable()) SKIP("this machine has a usable card (" + d.name + "): the default would use it");
+        if (d.usable()) SKIP("no-usable-card", "this machine has a usable card (" + d.name + "): the default would use it");
     gpu::WorkerOptions opt;
     opt.full_verify = false;
     opt.share = 0.5;
     CHECK(gpu::Worker::open(opt) == nullptr);
     EnvScope off("BANKML_GPU", "off"), soft2("BANKML_GPU_ALLOW_SOFTWARE", "1");
     CHECK(gpu::Worker::open(opt) == nullptr);
+}
+
+// Runs last in this file: every Vulkan call the workers made (opening, verifying, uploading,
+// dispatching, reading back, closing) went through the validation layers, which said nothing.
+TEST(worker_vulkan_validation_reports_nothing) {
+    bt::TestGpu& t = bt::test_gpu_device();
+    if (!t.gpu) SKIP("gpu", t.why);
+    if (!gpu::Gpu::validation_enabled())
+        SKIP("gpu", "VK_LAYER_KHRONOS_validation is not installed (apt-get install vulkan-validationlayers), or Vulkan was in use before the GPU tests");
+    auto msgs = gpu::Gpu::validation_messages();
+    for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
+    CHECK_EQ(msgs.size(), 0u);
 }

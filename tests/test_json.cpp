@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -236,13 +237,32 @@ TEST(json_nesting_deeper_than_the_limit_is_an_error) {
     CHECK(!json::try_parse("[[[1]]]", nullptr, small).has_value());
 }
 
+// Scaling is counted, not timed: the duplicate-key check's key comparisons for objects of n keys
+// stay within a merge sort's n·⌈log₂ n⌉ plus the n − 1 neighbour tests (a pairwise check would make
+// n(n−1)/2: 2·10⁹ at 64,000 keys), and grow by ≈ 8·(1 + 3/log₂ n) when n grows eightfold.
 TEST(json_duplicate_detection_scales_to_large_objects) {
-    std::string doc = "{";
-    for (int i = 0; i < 20000; ++i) doc += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":" + std::to_string(i);
-    Value v = json::parse(doc + "}");
-    CHECK_EQ(v.size(), size_t(20000));
-    CHECK_EQ(v["k19999"].as_int(), 19999);
-    CHECK_THROWS(json::parse(doc + ",\"k5\":0}"), "duplicate key \"k5\"");
+    std::vector<double> counts;
+    for (int n : {1000, 8000, 64000}) {
+        std::string doc = "{";
+        std::mt19937 g(static_cast<uint32_t>(n));
+        std::vector<int> order(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+        std::shuffle(order.begin(), order.end(), g);  // keys in random order: no sorted best case
+        for (int i = 0; i < n; ++i) doc += (i ? ",\"k" : "\"k") + std::to_string(order[size_t(i)]) + "\":" + std::to_string(order[size_t(i)]);
+        uint64_t cmp = 0;
+        json::ParseOptions opt;
+        opt.key_comparisons = &cmp;
+        Value v = json::parse(doc + "}", opt);
+        CHECK_EQ(v.size(), size_t(n));
+        CHECK_EQ(v["k" + std::to_string(n - 1)].as_int(), n - 1);
+        const double log2n = std::ceil(std::log2(double(n)));
+        CHECK_GE(cmp, uint64_t(n - 1));  // the check ran at all
+        CHECK_LE(double(cmp), double(n) * log2n + double(n));
+        counts.push_back(double(cmp));
+        CHECK_THROWS(json::parse(doc + ",\"k5\":0}"), "duplicate key \"k5\"");
+    }
+    CHECK_LT(counts[2] / counts[1], 8.0 * 16.0 / 13.0 * 1.05);  // n log n from 8000 to 64000 keys
+    CHECK_LT(counts[1] / counts[0], 8.0 * 13.0 / 10.0 * 1.05);
 }
 
 // Random values through the writer (both forms) and back through the reader: equal.

@@ -91,11 +91,20 @@ TEST(ops_rope_position_zero_is_identity_and_rotation_keeps_norm) {
             const double b = (double)r[i] * r[i] + (double)r[i + 32] * r[i + 32];
             CHECK_NEAR(b, a, 1e-5 * a + 1e-30);
         }
-        // The angle of pair 0 is the position itself; pair i's is pos * base^(-2i/64) up to the
-        // rounding of ggml's repeated multiplication.
+        // The angle of pair 0 is the position itself; pair p's is pos·base^(-2p/64), made by p
+        // float multiplications by powf(base, -2/64). With u = 2⁻²⁴: powf is within 1 ulp (2u
+        // relative), so its p-th power is off by ≤ 2p·u, and the p products round once each (p·u):
+        // |θ̃ − θ| ≤ 3p·u·|θ| (to first order; +u for margin). cosf and sinf are within 1 ulp of a
+        // value ≤ 1 (≤ 2u) and 1-Lipschitz: |cs − cos θ| ≤ (3p + 1)·u·|θ| + 2u (at pos 40,000, pair 5:
+        // θ ≈ 4620, bound 4.4e-3; a wrong step of the recurrence moves the angle by whole radians).
         CHECK_EQ(bits(cs[0]), bits(cosf((float)pos)));
-        const double th = (double)pos * std::pow(1e6, -2.0 * 5 / 64);
-        CHECK_NEAR(cs[10], std::cos(th), 1e-4 * (1 + std::fabs(th)));
+        const double u = std::ldexp(1.0, -24);
+        for (int p = 1; p < 32; p++) {
+            const double th = (double)pos * std::pow(1e6, -2.0 * p / 64);
+            const double bound = (3.0 * p + 1) * u * std::fabs(th) + 2 * u;
+            if (!CHECK_NEAR(cs[2 * p], std::cos(th), bound) || !CHECK_NEAR(cs[2 * p + 1], std::sin(th), bound))
+                bt::fail(__FILE__, __LINE__, "pos " + std::to_string(pos) + " pair " + std::to_string(p));
+        }
     }
 }
 
@@ -134,6 +143,7 @@ TEST(ops_swiglu_fast_path_bit_identical_to_reference) {
             CHECK_NEAR(b[i], want, 1e-5 * std::fabs(want) + 1e-30);
         }
     }
+    bt::fast_path_checked();
 }
 
 TEST(ops_f16_dot_and_rounding_fast_paths_bit_identical_to_reference) {
@@ -169,10 +179,12 @@ TEST(ops_f16_dot_and_rounding_fast_paths_bit_identical_to_reference) {
         for (int i = 0; i < 8; i++) CHECK_EQ(out[i], want[i]);
         delete off;
     }
+    bt::fast_path_checked();
 }
 
 TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
     std::mt19937 rng(6);
+    double worst_h = 0, worst_f = 0;  // the largest error as a share of its bound
     for (size_t d : {64, 128}) {
         for (size_t n_kv : {1, 2, 9, 40}) {
             // Within f16's range (the cache holds halves): magnitudes varying per block, up to ~1e3.
@@ -214,13 +226,50 @@ TEST(ops_attention_matches_softmax_math_and_fast_path_bits) {
                 ops::attend_f32(q.data(), kff.data(), vff.data(), n_kv, d, scale, f32ref.data(), scratch.data());
                 CHECK(same_bits(f32, f32ref));
             }
+            // Error analysis (u = 2⁻²⁴ for f32 steps; u_h = 2⁻¹¹ for f16 roundings, 2⁻²⁵ absolute
+            // below f16's normal range). With p_j the exact softmax weights and A_i = Σⱼ pⱼ·|vⱼᵢ|:
+            // - scores: q rounded to f16 (|δqₖ| ≤ u_h·|qₖ| + 2⁻²⁵, f16 path only), the dot's f32 sums
+            //   (≤ (d+2)·u·Σₖ|qₖkⱼₖ|), ·scale (u·|sⱼ|): each sⱼ is off by at most δ; expf within
+            //   1 ulp and the ms rescalings (≤ n_kv of them) add n_kv·2u relative to each weight.
+            //   Moving every weight by a factor within e^{±δ} moves the normalised pⱼ within e^{±2δ}:
+            //   the output by at most (e^{2δ} − 1)·A_i.
+            // - the accumulator: ≤ 2·n_kv roundings (one fma per key, one rescale when the max
+            //   rises), each ≤ u_h (f16; u for f32) of a running sum ≤ A_i·S in the unnormalised
+            //   units, divided by S ≥ 1 at the end: 2·n_kv·u_h·A_i, plus 2⁻²⁵ absolute per f16
+            //   rounding below the normal range; the fma's own f32 rounding and S's sum, 1/S and the
+            //   final product: (n_kv + 3)·2u·A_i.
+            // The old ±2e-3·vmax·n_kv allowed up to ±80 on outputs of order 1 at n_kv = 40.
+            const double u = std::ldexp(1.0, -24), uh = std::ldexp(1.0, -11), sub = std::ldexp(1.0, -25);
+            double delta_h = 0, delta_f = 0;
+            for (size_t j = 0; j < n_kv; j++) {
+                double qk = 0, qround = 0;
+                for (size_t i = 0; i < d; i++) {
+                    const double kv = std::fabs(ops_f16_value(k[j * d + i]));
+                    qk += std::fabs((double)q[i]) * kv;
+                    qround += (uh * std::fabs((double)q[i]) + sub) * kv;
+                }
+                const double sj = std::fabs(s[j]), common = scale * (d + 2) * u * qk * (1 + uh) + u * sj;
+                delta_h = std::max(delta_h, scale * qround + common);
+                delta_f = std::max(delta_f, common);
+            }
+            delta_h += n_kv * 2 * u, delta_f += n_kv * 2 * u;
+            const double small = (n_kv + 3) * 2 * u;
             for (size_t i = 0; i < d; i++) {
-                double want = 0;
-                for (size_t j = 0; j < n_kv; j++) want += s[j] / sum * ops_f16_value(v[j * d + i]);
-                // The f16 accumulator rounds each step to 11 bits (relative 2^-11 of the running sum).
-                CHECK_NEAR(ref[i], want, 2e-3 * vmax * (double)n_kv);
-                CHECK_NEAR(f32[i], want, 1e-4 * vmax);
+                double want = 0, A = 0;
+                for (size_t j = 0; j < n_kv; j++) {
+                    want += s[j] / sum * ops_f16_value(v[j * d + i]);
+                    A += s[j] / sum * std::fabs(ops_f16_value(v[j * d + i]));
+                }
+                const double bound_h = (std::expm1(2 * delta_h) + 2 * n_kv * uh + small) * A + 2 * n_kv * sub;
+                const double bound_f = (std::expm1(2 * delta_f) + 2 * n_kv * u + small) * A + 1e-37;
+                CHECK_NEAR(ref[i], want, bound_h);
+                CHECK_NEAR(f32[i], want, bound_f);
+                worst_h = std::max(worst_h, std::fabs(ref[i] - want) / bound_h);
+                worst_f = std::max(worst_f, std::fabs(f32[i] - want) / bound_f);
             }
         }
     }
+    // Measured: the worst error is 0.21 of its f16 bound and 0.019 of its f32 bound.
+    CHECK_GT(worst_h, 0.01);  // the f16 bound is not so loose that its path's roundings vanish in it
+    bt::fast_path_checked();
 }

@@ -128,11 +128,21 @@ PplRun parse_ppl(const std::string& text) {
 
 }  // namespace
 
-TEST(perplexity_cli_matches_llama_cpp_within_one_percent_chunk_by_chunk) {
+// How close is close: llama.cpp's own answer moves when only its attention kernel changes (flash
+// attention off: the final perplexity by 0.25 % for Q1_0, 0.13 % for Q2_0, 0.01 % for F16; see
+// tests/data/ORACLES.md), so a bound just above that spread (×1.2) per model is what "the same
+// perplexity as llama.cpp" can mean. The running value after chunk k averages the scores of k of
+// the 17 chunks: the same per-token discrepancy spread over fewer tokens moves it up to 17/k times
+// as much, so chunk k is held to spread·1.2·17/k. (Measured: Q1_0 and Q2_0 print llama.cpp's digits
+// for chunks 1–16 and differ by 2e-5 and 5e-5 at the last; F16 by at most 6e-4, at chunk 1.)
+TEST(perplexity_cli_matches_llama_cpp_within_its_attention_spread_chunk_by_chunk) {
     // tiny-perplexity.txt: llama-perplexity -c 128 on ppl-text.txt for the three tiny models.
     std::string oracle(reinterpret_cast<const char*>(bt::read_file(bt::data_path("tiny-perplexity.txt")).data()),
                        bt::read_file(bt::data_path("tiny-perplexity.txt")).size());
-    for (const char* type : {"q1_0", "q2_0", "f16"}) {
+    struct Spread { const char* type; double final_spread; };
+    for (Spread sp : {Spread{"q1_0", 0.0025}, Spread{"q2_0", 0.0013}, Spread{"f16", 0.0001}}) {
+        const char* type = sp.type;
+        const double bound = sp.final_spread * 1.2;
         std::string head = std::string("model tiny-") + type + ".gguf ctx 128";
         size_t at = oracle.find(head);
         REQUIRE(at != std::string::npos);
@@ -144,11 +154,12 @@ TEST(perplexity_cli_matches_llama_cpp_within_one_percent_chunk_by_chunk) {
         REQUIRE_EQ(r.code, 0);
         PplRun got = parse_ppl(r.out);
         REQUIRE_EQ(got.running.size(), want.running.size());
+        const double n = double(want.running.size());
         for (size_t i = 0; i < want.running.size(); ++i)
-            if (!CHECK_LE(std::fabs(got.running[i] / want.running[i] - 1), 0.01))
+            if (!CHECK_LE(std::fabs(got.running[i] / want.running[i] - 1), bound * n / double(i + 1)))
                 bt::fail(__FILE__, __LINE__, std::string(type) + " chunk " + std::to_string(i + 1));
-        CHECK_LE(std::fabs(got.ppl / want.ppl - 1), 0.01);
-        CHECK_LE(std::fabs(got.err / want.err - 1), 0.01);
+        if (!CHECK_LE(std::fabs(got.ppl / want.ppl - 1), bound)) bt::fail(__FILE__, __LINE__, type);
+        if (!CHECK_LE(std::fabs(got.err / want.err - 1), bound)) bt::fail(__FILE__, __LINE__, type);
         // llama-perplexity's format: one line of chunks, then the estimate.
         CHECK_EQ(r.out.rfind("[1]", 0), 0u);
         CHECK(r.out.find(",\nFinal estimate: PPL = ") != std::string::npos);

@@ -1,5 +1,6 @@
 // The fast paths against the scalar references, bit for bit, on random and adversarial inputs;
 // batches against single columns; the pool against one thread; bad shapes.
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -81,7 +82,7 @@ const WeightType TYPES[] = {WeightType::Q1_0, WeightType::Q2_0, WeightType::F16}
 }  // namespace
 
 TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C: the fast path is the reference here");
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C: the fast path is the reference here");
     std::mt19937 g(11);
     for (WeightType t : TYPES) {
         const size_t step = t == WeightType::F16 ? 32 : block_size(t);
@@ -103,8 +104,9 @@ TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
 
 TEST(quant_f16_products_with_tails_match_reference) {
     std::mt19937 g(5);
-    for (size_t cols : {1, 7, 31, 33, 63, 100, 257, 1000}) {
-        auto w = rand_weights(g, WeightType::F16, 5, cols, Regime::Random);
+    for (size_t cols : {1, 2, 7, 31, 33, 63, 100, 257, 1000, 4097}) {
+        // Odd column counts also take f16 max and the smallest subnormal among the weights.
+        auto w = rand_weights(g, WeightType::F16, 5, cols, cols % 2 ? Regime::Extremes : Regime::Random);
         auto x = rand_acts(g, WeightType::F16, cols, 3, Regime::Random);
         std::vector<float> ref(15), fast(15), one(5);
         mat_mat(WeightType::F16, w.data(), 5, cols, x.data(), 3, ref.data(), Path::Reference);
@@ -112,10 +114,29 @@ TEST(quant_f16_products_with_tails_match_reference) {
         CHECK(same(ref, fast));
         mat_vec(WeightType::F16, w.data(), 5, cols, x.data(), one.data(), Path::Fast);
         CHECK(std::memcmp(one.data(), ref.data(), 20) == 0);
-        // The reference dot itself, element by element.
+        // Every product against an independent double-precision dot. f16 to f32 is exact and an f16
+        // product has at most 22 significant bits, so each w·x is exact in f32; the error comes from
+        // the sums: per lane ⌊n/32⌋ fmas, then 5 levels of the tree (3 over the lanes, 2 over t0),
+        // each rounding once with u = 2⁻²⁴ relative to its partial sum, so at most γ_k·Σ|w·x| with
+        // k = ⌊n/32⌋ + 5 (γ_k = k·u/(1 − k·u)); the tail is summed in double (2⁻⁵³ per term, inside
+        // the margin) and the result rounded to f32 once more: + u·|exact|. A dropped, doubled or
+        // misplaced tail element moves the result by a whole |w·x|, far outside this bound.
         const auto* wh = reinterpret_cast<const uint16_t*>(w.data());
-        CHECK_EQ(vec_dot_f16_ref(cols, wh, reinterpret_cast<const uint16_t*>(x.data())), ref[0]);
+        const auto* xh = reinterpret_cast<const uint16_t*>(x.data());
+        const double u = std::ldexp(1.0, -24), k = double(cols / 32 + 5);
+        for (size_t c = 0; c < 3; ++c)
+            for (size_t r = 0; r < 5; ++r) {
+                double exact = 0, mag = 0;
+                for (size_t i = 0; i < cols; ++i) {
+                    double p = double(f16_to_f32(wh[r * cols + i])) * double(f16_to_f32(xh[c * cols + i]));
+                    exact += p, mag += std::fabs(p);
+                }
+                const double bound = k * u / (1 - k * u) * mag + u * std::fabs(exact) + 1e-30;
+                if (!CHECK_NEAR(ref[c * 5 + r], exact, bound))
+                    bt::fail(__FILE__, __LINE__, "cols " + std::to_string(cols) + " row " + std::to_string(r) + " column " + std::to_string(c));
+            }
     }
+    bt::fast_path_checked();
 }
 
 TEST(quant_mat_mat_columns_equal_mat_vec) {
@@ -187,6 +208,7 @@ TEST(quant_q8_0_fast_equals_reference_with_ties_and_zero_blocks) {
     CHECK_EQ(int(q.qs[2]), -4);
     CHECK_EQ(int(q.qs[3]), 0);
     CHECK_EQ(f16_to_f32(q.d), f16_to_f32(f32_to_f16(1.0f)));
+    bt::fast_path_checked();
 }
 
 TEST(quant_q1_0_reference_small_cases_by_hand) {
@@ -231,41 +253,184 @@ TEST(quant_kernels_env_forces_the_reference) {
         CHECK(r.out.find("kernels: avx2+fma+f16c (") != std::string::npos);
         CHECK(r.out.find("vnni for") == std::string::npos);
     }
+    bt::fast_path_checked();
 }
 
 #include "quant/kernels_impl.h"
 
-// The Q1_0 fast loops, batch and decode (AVX-VNNI where the CPU has it, AVX2 otherwise and for
-// columns holding -128) against the reference, on quantized columns (no -128) and raw ones (with -128).
-TEST(quant_q1_0_vnni_and_avx2_loops_equal_reference) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("no AVX2/FMA/F16C");
-    std::mt19937 g(21);
-    std::normal_distribution<float> nd;
-    const size_t rows = 23, cols = 1024, ncols = 6;
-    auto w = rand_weights(g, WeightType::Q1_0, rows, cols, Regime::Random);
-    std::vector<float> xf(cols * ncols);
-    for (auto& v : xf) v = nd(g) * ((g() % 5) ? 1.0f : 50.0f);
-    std::vector<uint8_t> x(ncols * act_bytes(WeightType::Q1_0, cols));
-    prepare_activations(WeightType::Q1_0, xf.data(), cols, ncols, x.data(), Path::Reference);
-    auto* xb = reinterpret_cast<BlockQ8_0*>(x.data());
-    xb[5 * (cols / 32) + 3].qs[7] = -128;  // column 5 takes the AVX2 loop even with VNNI
-    std::vector<float> ref(rows * ncols);
-    mat_mat(WeightType::Q1_0, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
-    for (bool vnni : {false, true}) {
-        if (vnni && !cpu().avxvnni) continue;
+namespace {
+
+// Q1_0 weights and raw activation columns for the batch loops: scales from every regime (subnormal,
+// f16 max, zero), quants at both ends. Columns in `with_m128` hold a -128 quant against a clear sign
+// bit (the reference wraps -(-128) to -128); every other column has none, so the VNNI loop runs it.
+struct Q1Case {
+    size_t rows = 23, cols = 1024, ncols = 6;
+    std::vector<uint8_t> w, x;
+    std::vector<float> ref;
+};
+Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128) {
+    std::mt19937 g(seed);
+    Q1Case c;
+    c.w = rand_weights(g, WeightType::Q1_0, c.rows, c.cols, Regime::Random);
+    auto extreme = rand_weights(g, WeightType::Q1_0, c.rows, c.cols, Regime::Extremes);
+    const size_t nb = c.cols / QK1_0;
+    for (size_t b = nb + 1; b < c.rows * nb; b += 5) std::memcpy(&c.w[b * 18], &extreme[b * 18], 18);  // rows 1..: every fifth block extreme
+    c.x = rand_acts(g, WeightType::Q1_0, c.cols, c.ncols, Regime(seed % 3));
+    auto* xb = reinterpret_cast<BlockQ8_0*>(c.x.data());
+    const size_t nbx = c.cols / QK8_0;
+    for (size_t i = 0; i < nbx * c.ncols; ++i)
+        for (auto& q : xb[i].qs) {
+            if (g() % 7 == 0) q = (g() & 1) ? 127 : -127;
+            if (q == -128) q = -127;
+        }
+    // Row 0 against such a column has moderate scales throughout, so that the wrap's 256 shows in its
+    // result: element 7 of Q8_0 block 3 is -128 and its weight bit (Q1_0 block 0, byte 12, bit 7) clear.
+    auto* w0 = reinterpret_cast<BlockQ1_0*>(c.w.data());
+    for (size_t col : with_m128) {
+        for (size_t i = 0; i < nbx; ++i) xb[col * nbx + i].d = rand_scale(g, Regime::Random);
+        xb[col * nbx + 3].d = f32_to_f16(1.0f);
+        xb[col * nbx + 3].qs[7] = -128;
+        w0[0].d = f32_to_f16(1.0f);
+        w0[0].qs[12] &= uint8_t(~0x80);
+    }
+    c.ref.resize(c.rows * c.ncols);
+    mat_mat(WeightType::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, c.ref.data(), Path::Reference);
+    return c;
+}
+
+// The AVX-VNNI loops (dot4_vnni, dot_row_vnni in q1_0_fast.cpp) instruction by instruction, in
+// scalar code, so that their logic is tested on every machine:
+//   a     = signs + 1 per byte: 2 where the weight bit is set, 0 where clear (vpaddb)
+//   s     = vpdpbusd(-T, a, q): per int32 lane, -T + Σ₄ zext(a)·sext(q), wrapping mod 2³² (the AVX
+//           form does not saturate); the integer steps are exact, so this is bit-faithful
+//   ab    = d1·s for the first sub-block, then fma(d1, s, ab) (vcvtdq2ps, vmulps, vfmadd)
+//   acc   = fma(d0, ab, acc); then hsum's order ((0+4)+(2+6)) + ((1+5)+(3+7)).
+// negt is q1_0_prepare's neg_lane_sums for the column, xd its f32 scales.
+float q1_0_vnni_emulated(size_t nb, const BlockQ1_0* w, const BlockQ8_0* x, const int32_t* negt, const float* xd) {
+    float acc[8] = {};
+    for (size_t ib = 0; ib < nb; ++ib) {
+        float ab[8];
+        for (size_t k = 0; k < 4; ++k) {
+            const BlockQ8_0& xq = x[ib * 4 + k];
+            const float d1 = xd[ib * 4 + k];
+            for (size_t lane = 0; lane < 8; ++lane) {
+                uint32_t t = uint32_t(negt[(ib * 4 + k) * 8 + lane]);
+                for (size_t b = 0; b < 4; ++b) {
+                    const size_t e = lane * 4 + b;
+                    const uint8_t sign = ((w[ib].qs[4 * k + e / 8] >> (e % 8)) & 1) ? 0x01 : 0xff;  // signs(): +1 / -1
+                    const uint8_t a = uint8_t(sign + 1);
+                    t += uint32_t(int32_t(a) * int32_t(xq.qs[e]));
+                }
+                const float sf = float(int32_t(t));
+                ab[lane] = k == 0 ? d1 * sf : std::fma(d1, sf, ab[lane]);
+            }
+        }
+        const float d0 = f16_to_f32(w[ib].d);
+        for (size_t lane = 0; lane < 8; ++lane) acc[lane] = std::fma(d0, ab[lane], acc[lane]);
+    }
+    return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
+// The VNNI loop's logic on every machine: q1_0_prepare's flags and lane sums (checked against a
+// plain count), then the emulated loop on columns without -128 equals the reference bit for bit; on
+// a column with -128 under a clear bit the identity gives +128 where the reference wraps to -128, so
+// the emulation must differ there: that is why q1_0_prepare sends such a column to the AVX2 loop.
+TEST(quant_q1_0_vnni_emulation_equals_reference) {
+    for (uint32_t seed : {31u, 32u, 33u}) {
+        Q1Case c = q1_case(seed, {2, 5});
+        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
+        const auto* wb = reinterpret_cast<const BlockQ1_0*>(c.w.data());
+        const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
         detail::Prepared p;
-        detail::q1_0_prepare(xb, cols, ncols, p, vnni);
-        if (vnni) CHECK_EQ(int(p.has_m128[5]) + int(p.has_m128[0]), 1);
-        std::vector<float> y(rows * ncols, -1.0f);
-        detail::q1_0_rows_avx2(w.data(), cols, 0, rows, x.data(), p, ncols, y.data(), rows);
-        CHECK(same(ref, y));
-        // One column at a time: the decode loops (VNNI for columns 0-4, AVX2 for column 5).
-        for (size_t c = 0; c < ncols; ++c) {
+        detail::q1_0_prepare(xb, c.cols, c.ncols, p, true);
+        REQUIRE_EQ(p.neg_lane_sums.size(), nbx * c.ncols * 8);
+        for (size_t col = 0; col < c.ncols; ++col) CHECK_EQ(int(p.has_m128[col]), int(col == 2 || col == 5));
+        bool sums_ok = true;
+        for (size_t i = 0; i < nbx * c.ncols; ++i)
+            for (size_t lane = 0; lane < 8; ++lane) {
+                int t = 0;
+                for (size_t e = 0; e < 4; ++e) t += xb[i].qs[lane * 4 + e];
+                sums_ok &= p.neg_lane_sums[i * 8 + lane] == -t && p.d[i] == f16_to_f32(xb[i].d);
+            }
+        CHECK(sums_ok);
+        size_t same_rows = 0, wrap_rows_differ = 0;
+        for (size_t col = 0; col < c.ncols; ++col)
+            for (size_t r = 0; r < c.rows; ++r) {
+                float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + col * nbx, p.neg_lane_sums.data() + col * nbx * 8,
+                                             p.d.data() + col * nbx);
+                bool eq = std::memcmp(&e, &c.ref[col * c.rows + r], 4) == 0;
+                if (p.has_m128[col]) wrap_rows_differ += r == 0 && !eq;  // row 0 has the clear bit there
+                else same_rows += eq;
+            }
+        CHECK_EQ(same_rows, (c.ncols - 2) * c.rows);
+        CHECK_EQ(wrap_rows_differ, 2u);
+    }
+}
+
+// The AVX2 loops (dot_row, dot4_decoded), batch and decode, against the reference.
+TEST(quant_q1_0_avx2_loops_equal_reference) {
+    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 AVX2 loops cannot run on this CPU");
+    for (uint32_t seed : {21u, 22u, 23u}) {
+        Q1Case c = q1_case(seed, {5});
+        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
+        detail::Prepared p;
+        detail::q1_0_prepare(xb, c.cols, c.ncols, p, false);
+        std::vector<float> y(c.rows * c.ncols, -1.0f);
+        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+        CHECK(same(c.ref, y));
+        for (size_t col = 0; col < c.ncols; ++col) {
             detail::Prepared p1;
-            detail::q1_0_prepare(xb + c * (cols / 32), cols, 1, p1, vnni);
-            std::vector<float> y1(rows, -1.0f);
-            detail::q1_0_rows_avx2(w.data(), cols, 0, rows, xb + c * (cols / 32), p1, 1, y1.data(), rows);
-            CHECK(std::memcmp(y1.data(), ref.data() + c * rows, rows * 4) == 0);
+            detail::q1_0_prepare(xb + col * (c.cols / 32), c.cols, 1, p1, false);
+            std::vector<float> y1(c.rows, -1.0f);
+            detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + col * (c.cols / 32), p1, 1, y1.data(), c.rows);
+            CHECK(std::memcmp(y1.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0);
         }
     }
 }
+
+// The AVX-VNNI loops (dot4_vnni, dot_row_vnni: production's Q1_0 kernel on VNNI CPUs), batch and
+// decode, against the reference; columns holding -128 go to the AVX2 loop. Forced through the VNNI
+// loop anyway, such a column gives exactly the emulation's bits (not the reference's): the
+// emulation above is faithful to the instructions, the wrap case included.
+TEST(quant_q1_0_vnni_loops_equal_reference) {
+    if (!cpu_has_avx2_fma_f16c() || !cpu().avxvnni)
+        SKIP("avxvnni", "no AVX-VNNI on this CPU: the VNNI loops are covered by quant_q1_0_vnni_emulation_equals_reference only");
+    for (uint32_t seed : {21u, 22u, 23u}) {
+        Q1Case c = q1_case(seed, {5});
+        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
+        const auto* wb = reinterpret_cast<const BlockQ1_0*>(c.w.data());
+        const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
+        detail::Prepared p;
+        detail::q1_0_prepare(xb, c.cols, c.ncols, p, true);
+        CHECK_EQ(int(p.has_m128[5]) + int(p.has_m128[0]), 1);
+        std::vector<float> y(c.rows * c.ncols, -1.0f);
+        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+        CHECK(same(c.ref, y));
+        for (size_t col = 0; col < c.ncols; ++col) {
+            detail::Prepared p1;
+            detail::q1_0_prepare(xb + col * nbx, c.cols, 1, p1, true);
+            std::vector<float> y1(c.rows, -1.0f);
+            detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + col * nbx, p1, 1, y1.data(), c.rows);
+            CHECK(std::memcmp(y1.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0);
+        }
+        // Column 5 through the VNNI loops regardless, batch (all columns) and decode.
+        p.has_m128[5] = 0;
+        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+        detail::Prepared p5;
+        detail::q1_0_prepare(xb + 5 * nbx, c.cols, 1, p5, true);
+        p5.has_m128[0] = 0;
+        std::vector<float> y5(c.rows, -1.0f);
+        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + 5 * nbx, p5, 1, y5.data(), c.rows);
+        size_t match = 0;
+        for (size_t r = 0; r < c.rows; ++r) {
+            float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + 5 * nbx, p.neg_lane_sums.data() + 5 * nbx * 8, p.d.data() + 5 * nbx);
+            match += std::memcmp(&e, &y[5 * c.rows + r], 4) == 0 && std::memcmp(&e, &y5[r], 4) == 0;
+        }
+        CHECK_EQ(match, c.rows);
+        CHECK(std::memcmp(&y[5 * c.rows], &c.ref[5 * c.rows], 4) != 0);  // row 0: the wrap case shows
+    }
+}
+#endif

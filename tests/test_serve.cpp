@@ -532,9 +532,9 @@ TEST(serve_survives_random_and_truncated_requests) {
 static std::string node_dir() { return bt::data_path("../node"); }
 
 static void need_node() {
-    if (bt::run_cmd("node --version").code != 0) SKIP("node is not installed (.ci/run installs it)");
+    if (bt::run_cmd("node --version").code != 0) SKIP("node", "node is not installed (.ci/run installs it)");
     if (bt::run_cmd("test -d '" + node_dir() + "/node_modules/openai'").code != 0)
-        SKIP("tests/node has no node_modules (.ci/run runs npm ci there)");
+        SKIP("node", "tests/node has no node_modules (.ci/run runs npm ci there)");
 }
 
 TEST(serve_openai_npm_client_streams_a_chat_completion) {
@@ -558,7 +558,7 @@ TEST(serve_chat_page_streams_a_reply_in_headless_chromium) {
             chromium = c;
             break;
         }
-    if (chromium.empty()) SKIP("no Chromium (.ci/run installs the chromium package)");
+    if (chromium.empty()) SKIP("chromium", "no Chromium (.ci/run installs the chromium package)");
     // A model slow enough (tens of tokens/s) that the reply visibly streams and the stop button
     // lands before the reply could end by itself.
     const std::string model = bt::temp_dir() + "/page.gguf";

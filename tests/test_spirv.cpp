@@ -78,7 +78,7 @@ TEST(every_float_op_and_ext_inst_is_no_contraction) {
 
 TEST(every_module_bankml_emits_passes_spirv_val) {
     auto which = bt::run_cmd("command -v spirv-val");
-    if (which.code != 0) SKIP("spirv-val is not installed (apt-get install spirv-tools)");
+    if (which.code != 0) SKIP("gpu", "spirv-val is not installed (apt-get install spirv-tools)");
     std::string dir = bt::temp_dir();
     // A module using what kernels do not: vectors, an ext instruction, a nested loop and selection.
     sp::Module x;

@@ -1,6 +1,7 @@
 // The tokenizer: Unicode classes, the hand-written Qwen2 pre-tokenizer (checked against
 // std::regex running the same pattern over class-collapsed text), BPE against llama.cpp's ids for
 // the real Qwen3 vocabulary, special tokens, decoding and the streaming hold-back.
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -14,6 +15,7 @@
 
 #include "core/utf8.h"
 #include "model/gguf.h"
+#include "model/gguf_writer.h"
 #include "model/tokenizer.h"
 #include "model/unicode.h"
 #include "model/unicode_split.h"
@@ -416,9 +418,35 @@ TEST(tokenizer_cli_errors_are_one_line) {
     auto missing = bt::run_cmd(bin + " tokenize -m /nonexistent.gguf hi");
     CHECK_EQ(missing.code, 1);
     CHECK(missing.err.find("/nonexistent.gguf") != std::string::npos);
-    // A GGUF without a tokenizer (a model file stripped of it) is a clear error, not a crash.
     auto no_file = bt::run_cmd(bin + " tokenize -m " + vocab + " -f /nonexistent.txt");
     CHECK_EQ(no_file.code, 1);
-    for (const auto* p : {&no_model, &bad_id, &junk, &missing, &no_file})
+    CHECK(no_file.err.find("/nonexistent.txt") != std::string::npos);
+    // A model file stripped of its tokenizer (every tokenizer.* key dropped, the tensors kept) is a
+    // clear error for whatever needs text, and still runs from token ids.
+    const std::string stripped = bt::temp_dir() + "/no-tokenizer.gguf";
+    {
+        auto f = gguf::File::open(bt::data_path("tiny-q1_0.gguf"));
+        gguf::Writer w;
+        for (const auto& kv : f.metadata())
+            if (kv.key != "general.alignment" && kv.key.rfind("tokenizer.", 0) != 0) w.add_value(kv.key, kv.value);
+        for (const auto& t : f.tensors()) {
+            const uint8_t* data = t.data;
+            const uint64_t row = gguf::row_bytes(t.type, t.ne[0]);
+            std::vector<int64_t> ne(t.ne, t.ne + t.n_dims);
+            w.add_tensor(std::string(t.name), t.type, ne, [data, row](int64_t r0, int64_t nr, uint8_t* o) {
+                std::memcpy(o, data + uint64_t(r0) * row, uint64_t(nr) * row);
+            });
+        }
+        w.write(stripped);
+    }
+    auto tok = bt::run_cmd(bin + " tokenize -m " + stripped + " hi");
+    CHECK_EQ(tok.code, 1);
+    CHECK_EQ(tok.err, "bankml tokenize: " + stripped + ": no tokenizer (missing metadata key tokenizer.ggml.model)\n");
+    auto gen = bt::run_cmd(bin + " run -m " + stripped + " -p hi -n 1 -t 1");
+    CHECK_EQ(gen.code, 1);
+    CHECK(gen.err.find(stripped + ": no tokenizer (missing metadata key tokenizer.ggml.model)") != std::string::npos);
+    auto ids = bt::run_cmd(bin + " run -m " + stripped + " --tokens 1,2,3 -n 2 -t 1");
+    CHECK_EQ(ids.code, 0);
+    for (const auto* p : {&no_model, &bad_id, &junk, &missing, &no_file, &tok, &gen})
         CHECK_EQ(std::count(p->err.begin(), p->err.end(), '\n'), 1);
 }

@@ -393,10 +393,12 @@ private:
         if (o.size() < 2) return;
         std::vector<size_t> idx(o.size());
         for (size_t k = 0; k < idx.size(); ++k) idx[k] = k;
-        std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return o[a].first < o[b].first; });
+        uint64_t compared = 0;
+        std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return ++compared, o[a].first < o[b].first; });
         size_t worst = SIZE_MAX;
-        for (size_t k = 1; k < idx.size(); ++k)
+        for (size_t k = 1; k < idx.size(); ++k, ++compared)
             if (o[idx[k]].first == o[idx[k - 1]].first) worst = std::min(worst, std::max(idx[k], idx[k - 1]));
+        if (opt_.key_comparisons) *opt_.key_comparisons += compared;
         if (worst != SIZE_MAX) {
             std::string name;
             write_string(name, o[worst].first);

@@ -80,6 +80,10 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     }
     auto t_open = Clock::now();
     Gpu g = Gpu::open(card->backend_index);
+    // The kernels' workgroups must fit the card before anything is dispatched on it.
+    const Gpu::Limits& lim = g.limits();
+    if (std::string why = kernels::limits_problem(lim.max_invocations, lim.max_size_x, lim.max_shared_bytes); !why.empty())
+        throw Error(g.name() + ": " + why + "; bankml refuses the card rather than dispatch past its limits", 2);
     par::Pool pool = par::Pool::from_env();
     line("card: %s (device %u), buffers in %s memory; CPU: %d threads; opened in %.0f ms\n", g.name().c_str(),
          card->backend_index, g.device_local_buffers() ? "device-local host-visible" : "host-visible (system)",
@@ -190,9 +194,12 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             uint64_t r = rng();
             std::memcpy(&w[i], &r, std::min<size_t>(8, wbytes - i));
         }
-        for (size_t i = 0; i < wbytes; i += 18) w[i] = 0x00, w[i + 1] = 0x24;  // scale 2^-6
+        // Random f16 scales of many sizes (2^-9 to 2^3, full mantissas): a fused and an unfused
+        // multiply-add round differently on such data, so a row reported the CPU's bits proves the
+        // kernel's order (power-of-two scales would hide the difference).
+        for (size_t i = 0; i < wbytes; i += 18) w[i] = uint8_t(rng()), w[i + 1] = uint8_t(0x18 + rng() % 24);
         for (auto& b : x) b = uint8_t(rng());
-        for (size_t i = 0; i < x.size(); i += 34) x[i] = 0x00, x[i + 1] = 0x20;  // scale 2^-7
+        for (size_t i = 0; i < x.size(); i += 34) x[i] = uint8_t(rng()), x[i + 1] = uint8_t(0x18 + rng() % 24);
         char shape[32];
         std::snprintf(shape, sizeof shape, "%zux%zu", rows, cols);
         std::vector<float> cpu(rows);

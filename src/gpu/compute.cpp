@@ -108,6 +108,18 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
     return pe.pipelineExecutableInfo == VK_TRUE;
 }
 
+const char* type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+        default: return "other";
+    }
+}
+
+}  // namespace
+
 // "Register Count 64": the statistic's name as the driver gives it, then its value.
 std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
     std::string line(s.name, strnlen(s.name, VK_MAX_DESCRIPTION_SIZE));
@@ -131,18 +143,6 @@ std::string statistic_line(const VkPipelineExecutableStatisticKHR& s) {
     }
     return line + " " + v;
 }
-
-const char* type_name(VkPhysicalDeviceType t) {
-    switch (t) {
-        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-        default: return "other";
-    }
-}
-
-}  // namespace
 
 // The device-level entry points compute uses, from vkGetDeviceProcAddr.
 #define BANKML_VK_DEVICE_FNS(X)                                                                       \
@@ -179,6 +179,7 @@ struct Gpu::Impl {
     uint64_t timestamp_mask = 0;
     double last_us = -1;
     bool timed = false;                       // the submission in flight writes timestamps
+    bool test_limits = false;                 // BANKML_GPU_TEST_LIMITS: limits overridden, no submission allowed
     VkPhysicalDeviceMemoryProperties mem{};
     int host_type = -1, devlocal_host_type = -1, devlocal_type = -1, cached_type = -1;
     struct Buf { VkBuffer buf; VkDeviceMemory mem; size_t bytes; };
@@ -328,6 +329,17 @@ Gpu Gpu::open(size_t index) {
     d->name = props.deviceName;
     d->limits = {props.limits.maxComputeWorkGroupInvocations, props.limits.maxComputeWorkGroupSize[0],
                  props.limits.maxComputeSharedMemorySize};
+    // Test hook: BANKML_GPU_TEST_LIMITS=invocations,size_x,shared_bytes makes the card report these
+    // workgroup limits, to show on any machine that a card below the kernels' needs is refused before
+    // any dispatch. Such a card refuses every submission, so a dispatch ahead of the check fails.
+    if (const char* v = std::getenv("BANKML_GPU_TEST_LIMITS")) {
+        unsigned a = 0, b = 0, c = 0;
+        char end = 0;
+        if (std::sscanf(v, "%u,%u,%u%c", &a, &b, &c, &end) != 3)
+            throw Error(std::string("BANKML_GPU_TEST_LIMITS='") + v + "': expected invocations,size_x,shared_bytes", 2);
+        d->limits = {a, b, c};
+        d->test_limits = true;
+    }
     if (props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) d->spin_us = 0;
     if (VK_API_VERSION_MINOR(props.apiVersion) < 1 && VK_API_VERSION_MAJOR(props.apiVersion) <= 1)
         throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " supports only Vulkan 1.0");
@@ -600,6 +612,7 @@ void Gpu::submit(const Pipeline& pl, std::span<const Buffer* const> bufs, std::s
     auto it = d.pipes.find(pl.id);
     if (it == d.pipes.end()) throw Error("Gpu::submit: pipeline " + std::to_string(pl.id) + " is not on this card");
     const Impl::Pipe& p = it->second;
+    if (d.test_limits) throw Error("Gpu::submit: the card's limits are overridden by BANKML_GPU_TEST_LIMITS; nothing may run on it");
     if (bufs.size() != p.bindings)
         throw Error("Gpu::submit: " + std::to_string(bufs.size()) + " buffers for " + std::to_string(p.bindings) + " bindings");
     if (push.size() * 4 != p.push_bytes)
@@ -676,6 +689,7 @@ void Gpu::run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<
 
 void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
     Impl& d = *d_;
+    if (d.test_limits) throw Error("Gpu::copy: the card's limits are overridden by BANKML_GPU_TEST_LIMITS; nothing may run on it");
     if (bytes > src.bytes || bytes > dst.bytes) throw Error("Gpu::copy: " + std::to_string(bytes) + " bytes exceed a buffer");
     VkBuffer s = d.get(src).buf, t = d.get(dst).buf;
     d.begin();

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+struct VkPipelineExecutableStatisticKHR;
+
 namespace bankml::gpu {
 
 // A buffer of the card. Only its Gpu can use or free it; the handle itself owns nothing.
@@ -154,5 +156,10 @@ private:
     explicit Gpu(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> d_;
 };
+
+// One line of pipeline_statistics(): "<name> <value>", the name as the driver gives it (up to
+// VK_MAX_DESCRIPTION_SIZE bytes, NUL or not), the value by its format; "(format N)" for a format
+// newer than these headers.
+std::string statistic_line(const VkPipelineExecutableStatisticKHR& s);
 
 }  // namespace bankml::gpu
