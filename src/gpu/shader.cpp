@@ -468,8 +468,7 @@ U32 f16_bits(F32 x) {
 
 F32 f16_value(U32 h) { return unpack_half_lo(h & 0xffffu); }
 
-// glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, N = 32): the 32 table entries as 64-bit patterns.
-static const uint64_t EXP2F_T[32] = {
+const uint64_t EXP2F_TABLE[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
     0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
     0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
@@ -492,7 +491,7 @@ F32 expf_libm(F32 x, bool fused) {
     auto table = var(uvec2(u32c(0), u32c(0)));
     U32 idx = ki & 31u;
     for (uint32_t i = 0; i < 32; ++i)
-        table = select(idx == i, uvec2(u32c(uint32_t(EXP2F_T[i])), u32c(uint32_t(EXP2F_T[i] >> 32))), table.get());
+        table = select(idx == i, uvec2(u32c(uint32_t(EXP2F_TABLE[i])), u32c(uint32_t(EXP2F_TABLE[i] >> 32))), table.get());
     UVec2 t = table.get();
     F64 sc = f64_bits(uvec2(lo(t), hi(t) + (ki << 15)));
     F64 z = fma(f64c(C0), r, f64c(C1));

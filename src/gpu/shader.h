@@ -208,5 +208,8 @@ U32 f16_bits(F32 x);
 F32 f16_value(U32 h);
 // expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).
 F32 expf_libm(F32 x, bool fused);
+// glibc's expf table (e_exp2f_data.c, N = 32): 2^(i/32) as 64-bit patterns, shared with the C++
+// twin (ops::expf_libm_ref).
+extern const uint64_t EXP2F_TABLE[32];
 
 }  // namespace bankml::gpu::shader
