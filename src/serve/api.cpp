@@ -234,6 +234,16 @@ Completion parse_completion(std::string_view body, const Defaults& d) {
     return c;
 }
 
+// A finished choice's tail: why it stopped, and the token ids where the request asked for them.
+static void finish_choice(json::Value& choice, const Completion& c, const model::GenerateResult& r) {
+    choice.set("logprobs", nullptr).set("finish_reason", finish_reason(r.reason));
+    if (c.return_tokens) {
+        json::Value ids = json::Value::array();
+        for (int32_t id : r.ids) ids.push(id);
+        choice.set("tokens", std::move(ids));
+    }
+}
+
 std::string completion_json(const Completion& c, const Meta& m, const model::GenerateResult& r) {
     json::Value choice;
     choice.set("index", 0);
@@ -244,12 +254,7 @@ std::string completion_json(const Completion& c, const Meta& m, const model::Gen
     } else {
         choice.set("text", r.text);
     }
-    choice.set("logprobs", nullptr).set("finish_reason", finish_reason(r.reason));
-    if (c.return_tokens) {
-        json::Value ids = json::Value::array();
-        for (int32_t id : r.ids) ids.push(id);
-        choice.set("tokens", std::move(ids));
-    }
+    finish_choice(choice, c, r);
     json::Value o = head(c, m, false);
     o.set("choices", json::Value::array().push(std::move(choice)));
     o.set("usage", usage(r)).set("timings", timings(r));
@@ -278,12 +283,7 @@ std::string final_event(const Completion& c, const Meta& m, const model::Generat
     choice.set("index", 0);
     if (c.chat) choice.set("delta", json::Value::object());
     else choice.set("text", "");
-    choice.set("logprobs", nullptr).set("finish_reason", finish_reason(r.reason));
-    if (c.return_tokens) {
-        json::Value ids = json::Value::array();
-        for (int32_t id : r.ids) ids.push(id);
-        choice.set("tokens", std::move(ids));
-    }
+    finish_choice(choice, c, r);
     json::Value o = head(c, m, true);
     o.set("choices", json::Value::array().push(std::move(choice)));
     o.set("timings", timings(r));
