@@ -542,8 +542,10 @@ std::vector<uint32_t> attention(const Build& b) {
         for_(u32c(0), n_kv, [&](U32 ic) {
             U32 vw = vc[word + ic * half];
             F32 v = select(low, unpack_half_lo(vw), unpack_half_hi(vw));
-            F32 scaled = f16_round(y.get() * scratch[ms_at + ic]);
-            y = f16_round(fma_f32(v, scratch[vs_at + ic], scaled));
+            // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
+            F32 ms = scratch[ms_at + ic];
+            if_(bits(ms) != 0x3f800000u, [&] { y = f16_round(y.get() * ms); });
+            y = f16_round(fma_f32(v, scratch[vs_at + ic], y.get()));
         });
         ys.set(d, y.get());
     });
