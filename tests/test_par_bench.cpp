@@ -16,7 +16,7 @@ TEST(par_bench_bytes_per_token_follow_the_qwen3_shapes) {
     CHECK_EQ(par::quantized_weights(par::QWEN3_8B), w8);
     CHECK(par::QWEN3_1_7B.tied_output);
     CHECK(!par::QWEN3_8B.tied_output);
-    // The original's figures for one 8B token: 2.13 GB ternary, 1.06 GB 1-bit (par.md).
+    // One 8B token reads 2.13 GB ternary, 1.06 GB 1-bit (docs/modules/par.md).
     uint64_t t8 = par::bytes_per_token(par::QWEN3_8B, par::Q2_0_FORMAT);
     uint64_t b8 = par::bytes_per_token(par::QWEN3_8B, par::Q1_0_FORMAT);
     CHECK_NEAR(double(t8) / 1e9, 2.13, 0.005);

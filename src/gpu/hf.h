@@ -1,4 +1,4 @@
-// Hugging Face's rented GPUs (spec: gpu.md, hf.rs): the public Jobs hardware list, read through
+// Hugging Face's rented GPUs: the public Jobs hardware list, read through
 // the system curl (bankml has no TLS stack of its own), each GPU flavor one Kind::Remote device
 // with its card count, memory and price per hour. Listed only with `bankml gpu --remote`; nothing
 // is ever rented, started or paid for, and a remote device is never selected.

@@ -18,9 +18,9 @@ namespace bankml::gpu {
 namespace {
 
 constexpr double MAX_SHARE = 0.95;
-// Below this the card's rows do not repay a submit and a wait per product (the spec's 2%).
+// Below this the card's rows do not repay a submit and a wait per product.
 constexpr double MIN_SHARE = 0.02;
-// Wider activations are left to the CPU (as the spec's worker does): the verified shapes stop at 12288.
+// Wider activations are left to the CPU: the verified shapes stop at 12288.
 constexpr size_t MAX_COLS = 16384;
 
 // Random Q1_0 weights and a Q8_0 column of the calibration's shape: any values time the same.

@@ -1,4 +1,4 @@
-// The persistent thread pool and row scheduler (spec: par.md). Workers are spawned once and woken
+// The persistent thread pool and row scheduler (docs/modules/par.md). Workers are spawned once and woken
 // for each job; rows() hands out chunks of CHUNK_ROWS rows from an atomic counter. The scheduler
 // only decides which thread computes a row, so results never depend on the thread count.
 #pragma once
