@@ -7,7 +7,7 @@
 //
 // The float operators are the IEEE operations Vulkan rounds correctly (add, subtract, multiply,
 // conversions). Division, square root and fused multiply-add are not among them on every card, so
-// there is no operator/ for floats: the exact helpers build the CPU's correctly rounded results
+// there is no operator/ for floats: the exact functions construct the CPU's correctly rounded results
 // from plain operations (div_exact, sqrt_exact, fma_f32, fma_f64) and f16 rounding from integers
 // (f16_bits), each with a C++ twin in shader_ref.h that the tests prove against the C library.
 #pragma once
