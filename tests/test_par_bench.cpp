@@ -14,8 +14,8 @@ TEST(par_bench_bytes_per_token_follow_the_qwen3_shapes) {
     uint64_t w8 = 36ull * (4096ull * 4096 * 2 + 2 * 4096ull * 1024 + 3 * 4096ull * 12288) + 151936ull * 4096;
     CHECK_EQ(par::quantized_weights(par::QWEN3_1_7B), w17);
     CHECK_EQ(par::quantized_weights(par::QWEN3_8B), w8);
-    CHECK(par::QWEN3_1_7B.tied_output);
-    CHECK(!par::QWEN3_8B.tied_output);
+    CHECK(par::QWEN3_1_7B.tied);
+    CHECK(!par::QWEN3_8B.tied);
     // One 8B token reads 2.13 GB ternary, 1.06 GB 1-bit (docs/modules/par.md).
     uint64_t t8 = par::bytes_per_token(par::QWEN3_8B, par::Q2_0_FORMAT);
     uint64_t b8 = par::bytes_per_token(par::QWEN3_8B, par::Q1_0_FORMAT);

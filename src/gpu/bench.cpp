@@ -8,6 +8,7 @@
 
 #include "core/cli.h"
 #include "core/error.h"
+#include "core/model_shapes.h"
 #include "gpu/compute.h"
 #include "gpu/gpu.h"
 #include "gpu/kernels.h"
@@ -157,10 +158,12 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         line("device copy: not measured (%s)\n", e.what());
     }
 
-    // 3. The kernels against the CPU on the model's shapes.
+    // 3. The kernels against the CPU on the 8B model's shapes: d x d, ff x d and the output matrix.
+    const ModelShape* m8 = model_shape("8b");
+    const size_t d8 = size_t(m8->embd);
     std::vector<std::pair<size_t, size_t>> shapes =
         quick ? std::vector<std::pair<size_t, size_t>>{{512, 1024}, {2048, 2048}}
-              : std::vector<std::pair<size_t, size_t>>{{4096, 4096}, {12288, 4096}, {151936, 4096}};
+              : std::vector<std::pair<size_t, size_t>>{{d8, d8}, {size_t(m8->ff), d8}, {size_t(m8->vocab), d8}};
     int reps = quick ? 3 : 10;
     // Every kernel, the native-Fma variants too (their rows say whether the bits match on this
     // card; bankml uses them only where verify_q1_0 proved them).

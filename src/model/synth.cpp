@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/f16.h"
+#include "core/model_shapes.h"
 #include "model/gguf_writer.h"
 
 namespace bankml::synth {
@@ -27,20 +28,21 @@ Shape make(const char* name, int64_t embd, int64_t layers, int64_t heads, int64_
     s.tied = tied;
     return s;
 }
-constexpr int64_t QWEN3_VOCAB = 151936;
 }  // namespace
 
 const std::vector<std::string>& shape_names() {
-    static const std::vector<std::string> names = {"tiny", "1.7b", "4b", "8b"};
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v;
+        for (const ModelShape& s : MODEL_SHAPES) v.push_back(s.name);
+        return v;
+    }();
     return names;
 }
 
 std::optional<Shape> shape_named(std::string_view n) {
-    if (n == "tiny") return make("tiny", 256, 2, 4, 2, 64, 768, 1024, false);
-    if (n == "1.7b") return make("1.7b", 2048, 28, 16, 8, 128, 6144, QWEN3_VOCAB, true);
-    if (n == "4b") return make("4b", 2560, 36, 32, 8, 128, 9728, QWEN3_VOCAB, true);
-    if (n == "8b") return make("8b", 4096, 36, 32, 8, 128, 12288, QWEN3_VOCAB, false);
-    return std::nullopt;
+    const ModelShape* s = model_shape(n);
+    if (!s) return std::nullopt;
+    return make(s->name, s->embd, s->layers, s->heads, s->kv_heads, s->head_dim, s->ff, s->vocab, s->tied);
 }
 
 uint32_t file_type(gguf::Type t) {

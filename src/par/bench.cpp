@@ -133,21 +133,19 @@ std::vector<Bandwidth> bench_memory_bandwidth(size_t bytes, int max_threads, int
     return out;
 }
 
-const ModelShape QWEN3_1_7B = {"Qwen3-1.7B", 28, 2048, 16, 8, 128, 6144, 151936, true};
-const ModelShape QWEN3_8B = {"Qwen3-8B", 36, 4096, 32, 8, 128, 12288, 151936, false};
 const QuantFormat Q1_0_FORMAT = {"Q1_0", 18, 128};
 const QuantFormat Q2_0_FORMAT = {"Q2_0", 18, 64};
 
 uint64_t quantized_weights(const ModelShape& m) {
-    uint64_t d = uint64_t(m.d_model), q = uint64_t(m.heads) * uint64_t(m.head_dim),
-             kv = uint64_t(m.kv_heads) * uint64_t(m.head_dim), ff = uint64_t(m.d_ff);
+    uint64_t d = uint64_t(m.embd), q = uint64_t(m.q_rows()),
+             kv = uint64_t(m.kv_rows()), ff = uint64_t(m.ff);
     uint64_t per_layer = d * q + 2 * d * kv + q * d + 3 * d * ff;  // q, k, v, o; gate, up, down
     // The output matmul reads a vocab x d matrix whether it is token_embd (tied) or its own.
     return uint64_t(m.layers) * per_layer + uint64_t(m.vocab) * d;
 }
 
 uint64_t bytes_per_token(const ModelShape& m, const QuantFormat& q) {
-    uint64_t d = uint64_t(m.d_model);
+    uint64_t d = uint64_t(m.embd);
     uint64_t weights = quantized_weights(m) + d;  // + the token's embedding row
     uint64_t quant = weights / uint64_t(q.block_weights) * uint64_t(q.block_bytes);
     // f32 norms: attn_norm and ffn_norm (d each), q_norm and k_norm (head_dim each); output_norm.
@@ -215,7 +213,7 @@ int bench_memory_main(const std::vector<std::string>& args) {
         json::Value floors = json::Value::array();
         for (const auto& c : cases) {
             uint64_t bytes = bytes_per_token(*c.m, *c.q);
-            floors.push(json::Value().set("model", c.m->name).set("format", c.q->name).set("bytes_per_token", bytes)
+            floors.push(json::Value().set("model", c.m->title).set("format", c.q->name).set("bytes_per_token", bytes)
                             .set("ms_per_token", double(bytes) / (best * 1e9) * 1e3)
                             .set("tokens_per_s", best * 1e9 / double(bytes)));
         }
@@ -230,7 +228,7 @@ int bench_memory_main(const std::vector<std::string>& args) {
     std::printf("%-12s %-6s %16s %12s %12s\n", "model", "format", "bytes/token", "ms/token", "tokens/s");
     for (const auto& c : cases) {
         uint64_t bytes = bytes_per_token(*c.m, *c.q);
-        std::printf("%-12s %-6s %16llu %12.2f %12.1f\n", c.m->name, c.q->name, (unsigned long long)bytes,
+        std::printf("%-12s %-6s %16llu %12.2f %12.1f\n", c.m->title, c.q->name, (unsigned long long)bytes,
                     double(bytes) / (best * 1e9) * 1e3, best * 1e9 / double(bytes));
     }
     return 0;

@@ -2,6 +2,7 @@
 // and the streaming read bandwidth that bounds a token, with the per-token floor it implies for
 // 1-bit and ternary Qwen3 shapes. `bankml bench pool` / `bankml bench memory` print them.
 #pragma once
+#include "core/model_shapes.h"
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -28,13 +29,9 @@ struct Bandwidth {
 std::vector<Bandwidth> bench_memory_bandwidth(size_t bytes, int max_threads, int reps);
 
 // A Qwen3 decoder's shape, enough to count the bytes one token reads.
-struct ModelShape {
-    const char* name;
-    int layers, d_model, heads, kv_heads, head_dim, d_ff, vocab;
-    bool tied_output;  // the output matmul reuses token_embd (Qwen3 1.7B) or has its own (8B)
-};
-extern const ModelShape QWEN3_1_7B;
-extern const ModelShape QWEN3_8B;
+// The shapes come from core/model_shapes.h; these two are the floors' rows.
+inline const ModelShape& QWEN3_1_7B = *model_shape("1.7b");
+inline const ModelShape& QWEN3_8B = *model_shape("8b");
 
 struct QuantFormat {
     const char* name;

@@ -157,11 +157,16 @@ int bench_kernels(const KernelBenchOptions& opt) {
     const double dram = par::bench_memory_bandwidth(size_t(256) << 20, nt, 3).back().gb_per_s;
     std::printf("DRAM read floor: %.1f GB/s (par::bench_memory_bandwidth, %d threads, 256 MiB)\n\n", dram, nt);
 
-    std::vector<Shape> shapes = {{2048, 2048, "1.7B"}, {1024, 2048, "1.7B"}, {6144, 2048, "1.7B"}, {2048, 6144, "1.7B"}};
+    // A layer's distinct products: q and o (d x d), k and v (kv x d), gate and up (ff x d), down (d x ff).
+    const ModelShape& m17 = par::QWEN3_1_7B;
+    const ModelShape& m8 = par::QWEN3_8B;
+    const size_t d17 = size_t(m17.embd), d8 = size_t(m8.embd);
+    std::vector<Shape> shapes = {{d17, d17, "1.7B"}, {size_t(m17.kv_rows()), d17, "1.7B"}, {size_t(m17.ff), d17, "1.7B"},
+                                 {d17, size_t(m17.ff), "1.7B"}};
     if (!opt.quick) {
-        shapes.push_back({4096, 4096, "8B"});
-        shapes.push_back({12288, 4096, "8B"});
-        shapes.push_back({4096, 12288, "8B"});
+        shapes.push_back({d8, d8, "8B"});
+        shapes.push_back({size_t(m8.ff), d8, "8B"});
+        shapes.push_back({d8, size_t(m8.ff), "8B"});
     }
     auto gbps = [](size_t bytes, double us) { return double(bytes) / (us * 1e-6) / 1e9; };
 
@@ -191,10 +196,10 @@ int bench_kernels(const KernelBenchOptions& opt) {
         ggml_all.push_back(ggn);
     }
     {
-        // Qwen3 1.7B per token: 28 layers of q, o (2048x2048), k, v (1024x2048), gate, up (6144x2048),
-        // down (2048x6144), and the tied output matrix (151936x2048, scaled from 2048x2048).
-        auto per_token = [](const std::vector<double>& t) {
-            return 28 * (2 * t[0] + 2 * t[1] + 2 * t[2] + t[3]) + t[0] * 151936.0 / 2048.0;
+        // Qwen3 1.7B per token: each layer's q, o, k, v, gate, up and down, and the tied output matrix
+        // (vocab x d, scaled from the d x d row).
+        auto per_token = [&](const std::vector<double>& t) {
+            return m17.layers * (2 * t[0] + 2 * t[1] + 2 * t[2] + t[3]) + t[0] * double(m17.vocab) / double(m17.embd);
         };
         const double floor_tps = dram * 1e9 / double(par::bytes_per_token(par::QWEN3_1_7B, par::Q1_0_FORMAT));
         std::printf("1.7B Q1_0 decode, matrix products only (estimated from the rows above, all threads): fast %.1f "
@@ -225,7 +230,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
 
     std::printf("\nF16 mat_vec (one column), us per call [GB/s of weights]\n");
     {
-        const Shape sh = {2048, 2048, "1.7B"};
+        const Shape sh = {d17, d17, "1.7B"};
         const WeightType t = WeightType::F16;
         auto w = random_weights(g, t, sh.rows, sh.cols);
         auto x = random_acts(g, t, sh.cols, 1);
@@ -239,7 +244,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
     std::printf("\nmat_mat on all threads (prompt), us per column; ggml-shaped = one dot per (row, column)\n");
     std::printf("%-5s %-12s %-5s %9s %14s %12s %9s %14s %12s\n", "model", "rows x cols", "cols", "Q1_0", "ggml-shaped",
                 "fast", "fast/ggml", "Q2_0 scalar", "Q2_0 fast");
-    for (const Shape& sh : {Shape{2048, 2048, "1.7B"}, Shape{6144, 2048, "1.7B"}})
+    for (const Shape& sh : {Shape{d17, d17, "1.7B"}, Shape{size_t(m17.ff), d17, "1.7B"}})
         for (size_t nc : {size_t(1), size_t(8), size_t(64)}) {
             auto w1 = random_weights(g, WeightType::Q1_0, sh.rows, sh.cols);
             auto w2 = random_weights(g, WeightType::Q2_0, sh.rows, sh.cols);
