@@ -19,8 +19,8 @@ const std::vector<bt::GoldenCase>& cases() {
     return c;
 }
 
-WeightType type_of(uint32_t kind) {
-    return kind == 2 || kind == 4 ? WeightType::Q1_0 : kind == 3 || kind == 5 ? WeightType::Q2_0 : WeightType::F16;
+Type type_of(uint32_t kind) {
+    return kind == 2 || kind == 4 ? Type::Q1_0 : kind == 3 || kind == 5 ? Type::Q2_0 : Type::F16;
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -36,7 +36,7 @@ void check_products(Path path, int threads) {
     for (size_t i = 0; i < cases().size(); ++i) {
         const auto& c = cases()[i];
         if (c.kind < 2) continue;
-        WeightType t = type_of(c.kind);
+        Type t = type_of(c.kind);
         std::vector<uint8_t> act = c.q;
         if (c.kind >= 4) {
             act.resize(act_bytes(t, c.cols));
@@ -55,7 +55,7 @@ void check_products(Path path, int threads) {
         std::vector<uint8_t> batch(3 * ab);
         std::memcpy(batch.data() + ab, act.data(), ab);
         for (size_t j = 0; j < ab; ++j) batch[j] = batch[2 * ab + j] = act[ab - 1 - j];
-        if (t != WeightType::F16)  // keep the reversed bytes valid Q8_0 blocks: scale bytes from the column
+        if (t != Type::F16)  // keep the reversed bytes valid Q8_0 blocks: scale bytes from the column
             for (size_t b = 0; b < ab / 34; ++b) {
                 std::memcpy(batch.data() + b * 34, act.data() + b * 34, 2);
                 std::memcpy(batch.data() + 2 * ab + b * 34, act.data() + b * 34, 2);

@@ -30,9 +30,9 @@ uint16_t rand_scale(std::mt19937& g, Regime r) {
     return f32_to_f16(v);
 }
 
-std::vector<uint8_t> rand_weights(std::mt19937& g, WeightType t, size_t rows, size_t cols, Regime r) {
+std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t cols, Regime r) {
     std::vector<uint8_t> w(rows * row_bytes(t, cols));
-    if (t == WeightType::F16) {
+    if (t == Type::F16) {
         auto* h = reinterpret_cast<uint16_t*>(w.data());
         for (size_t i = 0; i < rows * cols; ++i) {
             h[i] = rand_scale(g, r == Regime::Extremes ? Regime::Random : r);
@@ -54,9 +54,9 @@ std::vector<uint8_t> rand_weights(std::mt19937& g, WeightType t, size_t rows, si
 }
 
 // Activation columns; Q8_0 quants include -128 (the wrap case), raw as in golden kinds 2 and 3.
-std::vector<uint8_t> rand_acts(std::mt19937& g, WeightType t, size_t cols, size_t ncols, Regime r) {
+std::vector<uint8_t> rand_acts(std::mt19937& g, Type t, size_t cols, size_t ncols, Regime r) {
     std::vector<uint8_t> x(ncols * act_bytes(t, cols));
-    if (t == WeightType::F16) {
+    if (t == Type::F16) {
         auto* h = reinterpret_cast<uint16_t*>(x.data());
         for (size_t i = 0; i < ncols * cols; ++i) h[i] = rand_scale(g, r == Regime::Extremes ? Regime::Random : r);
         return x;
@@ -77,15 +77,15 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-const WeightType TYPES[] = {WeightType::Q1_0, WeightType::Q2_0, WeightType::F16};
+const Type TYPES[] = {Type::Q1_0, Type::Q2_0, Type::F16};
 
 }  // namespace
 
 TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
     if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C: the fast path is the reference here");
     std::mt19937 g(11);
-    for (WeightType t : TYPES) {
-        const size_t step = t == WeightType::F16 ? 32 : block_size(t);
+    for (Type t : TYPES) {
+        const size_t step = t == Type::F16 ? 32 : block_size(t);
         for (size_t cols = step; cols <= 16384; cols += step) {
             const size_t rows = 1 + 2 * ((cols / step) % 5);  // odd row counts 1..9
             const Regime r = Regime((cols / step) % 3);
@@ -95,7 +95,7 @@ TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
             mat_vec(t, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
             mat_vec(t, w.data(), rows, cols, x.data(), fast.data(), Path::Fast);
             if (!CHECK(same(ref, fast))) {
-                bt::fail(__FILE__, __LINE__, std::string(weight_type_name(t)) + " cols " + std::to_string(cols));
+                bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " cols " + std::to_string(cols));
                 return;
             }
         }
@@ -106,13 +106,13 @@ TEST(quant_f16_products_with_tails_match_reference) {
     std::mt19937 g(5);
     for (size_t cols : {1, 2, 7, 31, 33, 63, 100, 257, 1000, 4097}) {
         // Odd column counts also take f16 max and the smallest subnormal among the weights.
-        auto w = rand_weights(g, WeightType::F16, 5, cols, cols % 2 ? Regime::Extremes : Regime::Random);
-        auto x = rand_acts(g, WeightType::F16, cols, 3, Regime::Random);
+        auto w = rand_weights(g, Type::F16, 5, cols, cols % 2 ? Regime::Extremes : Regime::Random);
+        auto x = rand_acts(g, Type::F16, cols, 3, Regime::Random);
         std::vector<float> ref(15), fast(15), one(5);
-        mat_mat(WeightType::F16, w.data(), 5, cols, x.data(), 3, ref.data(), Path::Reference);
-        mat_mat(WeightType::F16, w.data(), 5, cols, x.data(), 3, fast.data(), Path::Fast);
+        mat_mat(Type::F16, w.data(), 5, cols, x.data(), 3, ref.data(), Path::Reference);
+        mat_mat(Type::F16, w.data(), 5, cols, x.data(), 3, fast.data(), Path::Fast);
         CHECK(same(ref, fast));
-        mat_vec(WeightType::F16, w.data(), 5, cols, x.data(), one.data(), Path::Fast);
+        mat_vec(Type::F16, w.data(), 5, cols, x.data(), one.data(), Path::Fast);
         CHECK(std::memcmp(one.data(), ref.data(), 20) == 0);
         // Every product against an independent double-precision dot. f16 to f32 is exact and an f16
         // product has at most 22 significant bits, so each w·x is exact in f32; the error comes from
@@ -141,7 +141,7 @@ TEST(quant_f16_products_with_tails_match_reference) {
 
 TEST(quant_mat_mat_columns_equal_mat_vec) {
     std::mt19937 g(3);
-    for (WeightType t : TYPES)
+    for (Type t : TYPES)
         for (Path path : {Path::Reference, Path::Fast})
             for (size_t ncols : {2, 3, 8, 64}) {
                 const size_t rows = 37, cols = 512;
@@ -155,7 +155,7 @@ TEST(quant_mat_mat_columns_equal_mat_vec) {
                     mat_vec(t, w.data(), rows, cols, x.data() + c * act_bytes(t, cols), yv.data(), path);
                     ok &= std::memcmp(yv.data(), ym.data() + c * rows, rows * 4) == 0;
                 }
-                if (!CHECK(ok)) bt::fail(__FILE__, __LINE__, weight_type_name(t) + std::string(" ncols ") + std::to_string(ncols));
+                if (!CHECK(ok)) bt::fail(__FILE__, __LINE__, type_name(t) + std::string(" ncols ") + std::to_string(ncols));
             }
 }
 
@@ -163,7 +163,7 @@ TEST(par_bit_exact_with_single_thread) {
     std::mt19937 g(9);
     for (int threads : {2, 3, 5}) {
         par::Pool pool(threads);
-        for (WeightType t : TYPES)
+        for (Type t : TYPES)
             for (Path path : {Path::Reference, Path::Fast})
                 for (size_t ncols : {1, 5}) {
                     const size_t rows = 16 * 7 + 3, cols = 1024;
@@ -236,10 +236,10 @@ TEST(quant_q1_0_reference_small_cases_by_hand) {
 TEST(quant_bad_shapes_are_errors) {
     std::vector<uint8_t> w(18 * 4), x(34 * 8);
     std::vector<float> y(4);
-    CHECK_THROWS(mat_vec(WeightType::Q1_0, w.data(), 1, 96, x.data(), y.data()), "multiple of 128");
-    CHECK_THROWS(mat_vec(WeightType::Q2_0, w.data(), 1, 0, x.data(), y.data()), "Q2_0");
-    CHECK_THROWS(mat_vec(WeightType(7), w.data(), 1, 128, x.data(), y.data()), "unsupported weight type");
-    CHECK_THROWS(mat_vec(WeightType::Q1_0, nullptr, 1, 128, x.data(), y.data()), "null");
+    CHECK_THROWS(mat_vec(Type::Q1_0, w.data(), 1, 96, x.data(), y.data()), "multiple of 128");
+    CHECK_THROWS(mat_vec(Type::Q2_0, w.data(), 1, 0, x.data(), y.data()), "q2_0");
+    CHECK_THROWS(mat_vec(Type(7), w.data(), 1, 128, x.data(), y.data()), "unsupported weight type");
+    CHECK_THROWS(mat_vec(Type::Q1_0, nullptr, 1, 128, x.data(), y.data()), "null");
 }
 
 TEST(quant_kernels_env_forces_the_reference) {
@@ -271,11 +271,11 @@ struct Q1Case {
 Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128) {
     std::mt19937 g(seed);
     Q1Case c;
-    c.w = rand_weights(g, WeightType::Q1_0, c.rows, c.cols, Regime::Random);
-    auto extreme = rand_weights(g, WeightType::Q1_0, c.rows, c.cols, Regime::Extremes);
+    c.w = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Random);
+    auto extreme = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Extremes);
     const size_t nb = c.cols / QK1_0;
     for (size_t b = nb + 1; b < c.rows * nb; b += 5) std::memcpy(&c.w[b * 18], &extreme[b * 18], 18);  // rows 1..: every fifth block extreme
-    c.x = rand_acts(g, WeightType::Q1_0, c.cols, c.ncols, Regime(seed % 3));
+    c.x = rand_acts(g, Type::Q1_0, c.cols, c.ncols, Regime(seed % 3));
     auto* xb = reinterpret_cast<BlockQ8_0*>(c.x.data());
     const size_t nbx = c.cols / QK8_0;
     for (size_t i = 0; i < nbx * c.ncols; ++i)
@@ -294,7 +294,7 @@ Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128) {
         w0[0].qs[12] &= uint8_t(~0x80);
     }
     c.ref.resize(c.rows * c.ncols);
-    mat_mat(WeightType::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, c.ref.data(), Path::Reference);
+    mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, c.ref.data(), Path::Reference);
     return c;
 }
 

@@ -210,7 +210,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             std::vector<double> t;
             for (int i = 0; i < reps + 1; ++i) {
                 auto t0 = Clock::now();
-                quant::mat_vec_par(pool, quant::WeightType::Q1_0, w.data(), rows, cols, x.data(), cpu.data());
+                quant::mat_vec_par(pool, quant::Type::Q1_0, w.data(), rows, cols, x.data(), cpu.data());
                 if (i) t.push_back(since_us(t0));
             }
             double best = *std::min_element(t.begin(), t.end());

@@ -135,7 +135,7 @@ double Worker::calibrate(int cpu_threads) {
     share_ = saved;
     forget(key);
     par::Pool pool(cpu_threads > 0 ? cpu_threads : par::Pool::env_threads());
-    double cpu = best_ms(3, [&] { quant::mat_vec_par(pool, quant::WeightType::Q1_0, w.data(), rows, cols, q8.data(), y.data()); });
+    double cpu = best_ms(3, [&] { quant::mat_vec_par(pool, quant::Type::Q1_0, w.data(), rows, cols, q8.data(), y.data()); });
     double s = (1 / card) / (1 / card + 1 / cpu);
     return std::clamp(s, 0.0, MAX_SHARE);
 }

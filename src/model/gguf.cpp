@@ -25,27 +25,6 @@ namespace bankml::gguf {
 // Types
 
 namespace {
-struct TypeRow {
-    uint32_t id;
-    TypeInfo info;
-};
-// Block sizes and bytes as ggml defines them (ggml.c's type_traits), so `bankml info` reads any
-// llama.cpp model. Ids ggml retired (4, 5, 31-33, 36-38) and ids newer than bankml are rejected.
-constexpr TypeRow TYPES[] = {
-    {0, {"f32", 1, 4}},       {1, {"f16", 1, 2}},        {2, {"q4_0", 32, 18}},
-    {3, {"q4_1", 32, 20}},    {6, {"q5_0", 32, 22}},     {7, {"q5_1", 32, 24}},
-    {8, {"q8_0", 32, 34}},    {9, {"q8_1", 32, 36}},     {10, {"q2_K", 256, 84}},
-    {11, {"q3_K", 256, 110}}, {12, {"q4_K", 256, 144}},  {13, {"q5_K", 256, 176}},
-    {14, {"q6_K", 256, 210}}, {15, {"q8_K", 256, 292}},  {16, {"iq2_xxs", 256, 66}},
-    {17, {"iq2_xs", 256, 74}}, {18, {"iq3_xxs", 256, 98}}, {19, {"iq1_s", 256, 50}},
-    {20, {"iq4_nl", 32, 18}}, {21, {"iq3_s", 256, 110}},  {22, {"iq2_s", 256, 82}},
-    {23, {"iq4_xs", 256, 136}}, {29, {"iq1_m", 256, 56}}, {39, {"mxfp4", 32, 17}},
-    {24, {"i8", 1, 1}},
-    {25, {"i16", 1, 2}},      {26, {"i32", 1, 4}},       {27, {"i64", 1, 8}},
-    {28, {"f64", 1, 8}},      {30, {"bf16", 1, 2}},      {34, {"tq1_0", 256, 54}},
-    {35, {"tq2_0", 256, 66}}, {41, {"q1_0", 128, 18}},   {42, {"q2_0", 64, 18}},
-};
-
 std::string hex32(uint32_t v) {
     char b[16];
     std::snprintf(b, sizeof b, "0x%08x", v);
@@ -61,27 +40,6 @@ T load(const uint8_t* p) {
     return v;
 }
 }  // namespace
-
-const TypeInfo* type_info(uint32_t id) {
-    for (const auto& r : TYPES)
-        if (r.id == id) return &r.info;
-    return nullptr;
-}
-
-const char* type_name(Type t) {
-    const TypeInfo* i = type_info(uint32_t(t));
-    return i ? i->name : "unknown";
-}
-
-std::optional<Type> type_from_name(std::string_view name) {
-    for (const auto& r : TYPES) {
-        std::string_view n = r.info.name;
-        if (n.size() == name.size() &&
-            std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
-            return Type(r.id);
-    }
-    return std::nullopt;
-}
 
 uint64_t row_bytes(Type t, int64_t n) {
     const TypeInfo* i = type_info(uint32_t(t));

@@ -11,30 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "quant/traits.h"
+
 namespace bankml::gguf {
 
-// ggml's tensor types (the numbers are the on-disk ids). Only types whose block layout bankml knows
-// are accepted; any other id is an error when the file is opened. bankml computes with F32, F16,
-// Q8_0, Q1_0 and Q2_0; the others are known so that any llama.cpp model can be inspected.
-enum class Type : uint32_t {
-    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15,
-    IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
-    I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35,
-    MXFP4 = 39,
-    Q1_0 = 41, Q2_0 = 42,
-};
-
-struct TypeInfo {
-    const char* name;     // "q1_0", as ggml names it
-    uint32_t block;       // weights per block
-    uint32_t block_bytes; // bytes per block
-};
+// Tensor types and their layouts are quant's table (quant/traits.h): the file accepts only ids it
+// knows; any other id is an error when the file is opened.
+using Type = quant::Type;
+using TypeInfo = quant::TypeTraits;
 // nullptr when bankml does not know the id.
-const TypeInfo* type_info(uint32_t id);
-const char* type_name(Type t);
-// Parses "f32", "q1_0", ... (case-insensitive); nullopt if unknown.
-std::optional<Type> type_from_name(std::string_view name);
+inline const TypeInfo* type_info(uint32_t id) { return quant::find_traits(id); }
+using quant::type_from_name;
+using quant::type_name;
 // Bytes of a row of n weights; n must be a multiple of the block size (throws otherwise).
 uint64_t row_bytes(Type t, int64_t n);
 

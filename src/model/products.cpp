@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
 #include "core/error.h"
-#include "core/f16.h"
-#include "quant/blocks.h"
+#include "quant/traits.h"
 #include "quant/matmul.h"
 #include "model/ops.h"
 
@@ -15,27 +13,20 @@ namespace bankml::model {
 
 namespace {
 
-uint16_t rd16(const uint8_t* p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-bool quant_type(gguf::Type t, quant::WeightType& wt) {
-    switch (t) {
-        case gguf::Type::Q1_0: wt = quant::WeightType::Q1_0; return true;
-        case gguf::Type::Q2_0: wt = quant::WeightType::Q2_0; return true;
-        case gguf::Type::F16: wt = quant::WeightType::F16; return true;
-        default: return false;
-    }
+// Whether the quant kernels compute products of type t (F32 weights are the model's own loop).
+bool kernel_type(gguf::Type t) {
+    const quant::TypeTraits* tt = quant::find_traits(uint32_t(t));
+    return tt && tt->rows_ref;
 }
 
 }  // namespace
 
-bool product_type_supported(gguf::Type t) {
-    return t == gguf::Type::Q1_0 || t == gguf::Type::Q2_0 || t == gguf::Type::F16 || t == gguf::Type::F32;
-}
+bool product_type_supported(gguf::Type t) { return t == gguf::Type::F32 || kernel_type(t); }
 
 void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y) {
     const size_t cols = (size_t)w.cols, rows = (size_t)w.rows;
-    quant::WeightType wt;
-    if (quant_type(w.type, wt)) {
+    const quant::Type wt = w.type;
+    if (kernel_type(wt)) {
         const size_t ab = quant::act_bytes(wt, cols);
         if (act_.size() < ab * n) act_.resize(ab * n);
         quant::prepare_activations(wt, x, cols, n, act_.data());
@@ -56,10 +47,10 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
 static constexpr size_t GROUP_ROWS = 256;
 
 void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n) {
-    quant::WeightType wt;
-    bool same = !outs.empty() && quant_type(outs[0].w->type, wt);
+    const quant::Type wt = outs.empty() ? gguf::Type::F32 : outs[0].w->type;
+    bool same = !outs.empty() && kernel_type(wt);
     for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
-    if (same && n == 1 && offload_ && wt == quant::WeightType::Q1_0) {
+    if (same && n == 1 && offload_ && wt == quant::Type::Q1_0) {
         offloaded(pool, outs, x);
         return;
     }
@@ -87,7 +78,7 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
 // One matrix at a time (the card runs one product at a time): the card starts its leading rows,
 // the pool computes the others meanwhile, then the card's rows are copied in.
 void Products::offloaded(par::Pool& pool, std::span<const Out> outs, const float* x) {
-    const quant::WeightType wt = quant::WeightType::Q1_0;
+    const quant::Type wt = quant::Type::Q1_0;
     const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
     if (act_.size() < ab) act_.resize(ab);
     quant::prepare_activations(wt, x, cols, 1, act_.data());
@@ -121,30 +112,9 @@ void Products::offloaded(par::Pool& pool, std::span<const Out> outs, const float
 }
 
 void dequantize_row(const Matrix& w, int64_t row, float* out) {
-    const uint8_t* p = w.data + (size_t)row * w.row_bytes;
-    const size_t n = (size_t)w.cols;
-    switch (w.type) {
-        case gguf::Type::Q1_0:
-            for (size_t b = 0; b < n / 128; b++) {
-                const float d = f16_to_f32(rd16(p + 18 * b)), nd = -d;
-                for (int j = 0; j < 128; j++) out[128 * b + j] = ((p[18 * b + 2 + j / 8] >> (j % 8)) & 1) ? d : nd;
-            }
-            break;
-        case gguf::Type::Q2_0:
-            for (size_t b = 0; b < n / 64; b++) {
-                const float d = f16_to_f32(rd16(p + 18 * b));
-                for (int j = 0; j < 64; j++) {
-                    const int q = (p[18 * b + 2 + j / 4] >> ((j % 4) * 2)) & 3;
-                    out[64 * b + j] = (float)(q - 1) * d;
-                }
-            }
-            break;
-        case gguf::Type::F16:
-            for (size_t i = 0; i < n; i++) out[i] = f16_to_f32(rd16(p + 2 * i));
-            break;
-        case gguf::Type::F32: std::memcpy(out, p, n * 4); break;
-        default: throw Error("dequantize_row: unsupported type");
-    }
+    const quant::TypeTraits* tt = quant::find_traits(uint32_t(w.type));
+    if (!tt || !tt->to_float) throw Error("dequantize_row: unsupported type");
+    tt->to_float(w.data + (size_t)row * w.row_bytes, out, (size_t)w.cols);
 }
 
 }  // namespace bankml::model

@@ -111,7 +111,7 @@ void ggml_shaped_mat(par::Pool& pool, const BlockQ1_0* w, size_t rows, size_t co
             for (size_t r = r0; r < r1; ++r) y[c * rows + r] = ggml_shaped_dot(cols, w + r * nb, x + c * nbx);
     });
 #else
-    mat_mat_par(pool, WeightType::Q1_0, w, rows, cols, x, ncols, y, Path::Reference);
+    mat_mat_par(pool, Type::Q1_0, w, rows, cols, x, ncols, y, Path::Reference);
 #endif
 }
 
@@ -120,10 +120,10 @@ struct Shape {
     const char* model;
 };
 
-std::vector<uint8_t> random_weights(std::mt19937& g, WeightType t, size_t rows, size_t cols) {
+std::vector<uint8_t> random_weights(std::mt19937& g, Type t, size_t rows, size_t cols) {
     std::vector<uint8_t> w(rows * row_bytes(t, cols));
     for (auto& b : w) b = uint8_t(g());
-    if (t == WeightType::F16) {
+    if (t == Type::F16) {
         auto* h = reinterpret_cast<uint16_t*>(w.data());
         for (size_t i = 0; i < rows * cols; ++i) h[i] = uint16_t(0x3000 + g() % 0x800) | ((g() & 1) << 15);
     } else {
@@ -135,7 +135,7 @@ std::vector<uint8_t> random_weights(std::mt19937& g, WeightType t, size_t rows, 
     return w;
 }
 
-std::vector<uint8_t> random_acts(std::mt19937& g, WeightType t, size_t cols, size_t ncols) {
+std::vector<uint8_t> random_acts(std::mt19937& g, Type t, size_t cols, size_t ncols) {
     std::normal_distribution<float> nd;
     std::vector<float> x(cols * ncols);
     for (auto& v : x) v = nd(g);
@@ -175,7 +175,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
     std::printf("%-5s %-12s %11s %18s %18s %18s %18s %9s %11s\n", "model", "rows x cols", "reference 1t",
                 "ggml-shaped 1t", "fast 1t", "ggml-shaped all", "fast all", "fast/ggml", "DRAM floor");
     for (const Shape& sh : shapes) {
-        const WeightType t = WeightType::Q1_0;
+        const Type t = Type::Q1_0;
         auto w = random_weights(g, t, sh.rows, sh.cols);
         auto x = random_acts(g, t, sh.cols, 1);
         std::vector<float> y(sh.rows);
@@ -211,7 +211,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
     std::printf("%-5s %-12s %18s %18s %18s %18s %12s\n", "model", "rows x cols", "reference 1t", "fast 1t",
                 "reference all", "fast all", "fast/scalar");
     for (const Shape& sh : shapes) {
-        const WeightType t = WeightType::Q2_0;
+        const Type t = Type::Q2_0;
         auto w = random_weights(g, t, sh.rows, sh.cols);
         auto x = random_acts(g, t, sh.cols, 1);
         std::vector<float> y(sh.rows);
@@ -231,7 +231,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
     std::printf("\nF16 mat_vec (one column), us per call [GB/s of weights]\n");
     {
         const Shape sh = {d17, d17, "1.7B"};
-        const WeightType t = WeightType::F16;
+        const Type t = Type::F16;
         auto w = random_weights(g, t, sh.rows, sh.cols);
         auto x = random_acts(g, t, sh.cols, 1);
         std::vector<float> y(sh.rows);
@@ -246,21 +246,21 @@ int bench_kernels(const KernelBenchOptions& opt) {
                 "fast", "fast/ggml", "Q2_0 scalar", "Q2_0 fast");
     for (const Shape& sh : {Shape{d17, d17, "1.7B"}, Shape{size_t(m17.ff), d17, "1.7B"}})
         for (size_t nc : {size_t(1), size_t(8), size_t(64)}) {
-            auto w1 = random_weights(g, WeightType::Q1_0, sh.rows, sh.cols);
-            auto w2 = random_weights(g, WeightType::Q2_0, sh.rows, sh.cols);
-            auto x = random_acts(g, WeightType::Q1_0, sh.cols, nc);
+            auto w1 = random_weights(g, Type::Q1_0, sh.rows, sh.cols);
+            auto w2 = random_weights(g, Type::Q2_0, sh.rows, sh.cols);
+            auto x = random_acts(g, Type::Q1_0, sh.cols, nc);
             std::vector<float> y(sh.rows * nc);
             const auto* wq = reinterpret_cast<const BlockQ1_0*>(w1.data());
             const auto* xq = reinterpret_cast<const BlockQ8_0*>(x.data());
             auto [gg, f] = time_pair(s, [&] { ggml_shaped_mat(all, wq, sh.rows, sh.cols, xq, nc, y.data()); },
-                                     [&] { mat_mat_par(all, WeightType::Q1_0, w1.data(), sh.rows, sh.cols, x.data(), nc, y.data()); });
+                                     [&] { mat_mat_par(all, Type::Q1_0, w1.data(), sh.rows, sh.cols, x.data(), nc, y.data()); });
             gg /= double(nc);
             f /= double(nc);
             double r2 = nc > 8 ? 0.0 : time_us(s / 3, [&] {
-                mat_mat_par(all, WeightType::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data(), Path::Reference);
+                mat_mat_par(all, Type::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data(), Path::Reference);
             }) / double(nc);
             double f2 = time_us(s, [&] {
-                mat_mat_par(all, WeightType::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data());
+                mat_mat_par(all, Type::Q2_0, w2.data(), sh.rows, sh.cols, x.data(), nc, y.data());
             }) / double(nc);
             char r2s[32];
             if (nc > 8) std::snprintf(r2s, sizeof r2s, "(skipped)");

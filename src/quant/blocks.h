@@ -1,4 +1,5 @@
 // The block formats of GGUF's quantized tensors, as raw packed structs (byte layout = file layout).
+// The block lengths are written here once; traits.cpp's table takes them from these structs.
 // Q8_0 (activations): 32 values, f16 scale d, value = d * qs[i].
 // Q1_0 (GGUF type 41): 128 weights, f16 scale d, bit i of qs set means +d, clear means -d.
 // Q2_0 (GGUF type 42): 64 weights, f16 scale d, four 2-bit codes per byte, low bits first,
@@ -26,18 +27,5 @@ struct BlockQ2_0 {
 };
 #pragma pack(pop)
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ1_0) == 18 && sizeof(BlockQ2_0) == 18);
-
-// The weight types the products take; the values are GGUF's tensor type ids.
-enum class WeightType : uint32_t { F16 = 1, Q1_0 = 41, Q2_0 = 42 };
-
-const char* weight_type_name(WeightType t);
-// Weights per block (1 for F16).
-size_t block_size(WeightType t);
-// Bytes of one weight row of `cols` columns (cols must be a multiple of block_size).
-size_t row_bytes(WeightType t, size_t cols);
-// Bytes of one activation column for these weights: Q8_0 blocks, or f16 values for F16 weights.
-size_t act_bytes(WeightType t, size_t cols);
-// Throws bankml::Error unless cols is a positive multiple of the block size (128 Q1_0, 64 Q2_0, 1 F16).
-void check_cols(WeightType t, size_t cols, const char* caller);
 
 }  // namespace bankml::quant

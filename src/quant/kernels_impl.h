@@ -23,10 +23,6 @@ struct Prepared {
     std::vector<float> xf;     // F16, several columns: the columns widened to f32 (exact)
 };
 
-void q1_0_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y, size_t ldy);
-void q2_0_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y, size_t ldy);
-void f16_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y, size_t ldy);
-
 #if defined(__x86_64__)
 // vnni: use the AVX-VNNI batch kernel (only when the CPU has it).
 void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni);

@@ -8,51 +8,15 @@
 #include "core/f16.h"
 #include "quant/dot.h"
 #include "quant/kernels_impl.h"
-#include "quant/q8_0.h"
+#include "quant/traits.h"
 
 namespace bankml::quant {
 
-namespace detail {
-
-void q1_0_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y,
-                   size_t ldy) {
-    const auto* wb = static_cast<const BlockQ1_0*>(w);
-    const auto* xb = static_cast<const BlockQ8_0*>(x);
-    const size_t nbw = cols / QK1_0, nbx = cols / QK8_0;
-    for (size_t c = 0; c < ncols; ++c)
-        for (size_t r = r0; r < r1; ++r) y[c * ldy + r] = vec_dot_q1_0_ref(cols, wb + r * nbw, xb + c * nbx);
-}
-
-void q2_0_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y,
-                   size_t ldy) {
-    const auto* wb = static_cast<const BlockQ2_0*>(w);
-    const auto* xb = static_cast<const BlockQ8_0*>(x);
-    const size_t nbw = cols / QK2_0, nbx = cols / QK8_0;
-    for (size_t c = 0; c < ncols; ++c)
-        for (size_t r = r0; r < r1; ++r) y[c * ldy + r] = vec_dot_q2_0_ref(cols, wb + r * nbw, xb + c * nbx);
-}
-
-void f16_rows_ref(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y,
-                  size_t ldy) {
-    const auto* wh = static_cast<const uint16_t*>(w);
-    const auto* xh = static_cast<const uint16_t*>(x);
-    for (size_t c = 0; c < ncols; ++c)
-        for (size_t r = r0; r < r1; ++r) y[c * ldy + r] = vec_dot_f16_ref(cols, wh + r * cols, xh + c * cols);
-}
-
-}  // namespace detail
-
-void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols, void* out, Path path) {
+void prepare_activations(Type t, const float* x, size_t cols, size_t ncols, void* out, Path path) {
     check_cols(t, cols, "prepare_activations");
-    for (size_t c = 0; c < ncols; ++c) {
-        if (t == WeightType::F16) {
-            auto* h = static_cast<uint16_t*>(out) + c * cols;
-            if (use_fast(path)) f32_to_f16_row(x + c * cols, h, cols);
-            else for (size_t i = 0; i < cols; ++i) h[i] = f32_to_f16(x[c * cols + i]);
-        } else {
-            quantize_row_q8_0(x + c * cols, static_cast<BlockQ8_0*>(out) + c * (cols / QK8_0), cols, path);
-        }
-    }
+    const TypeTraits& at = traits(traits(t).dot_type);
+    const size_t bytes = act_bytes(t, cols);
+    for (size_t c = 0; c < ncols; ++c) at.from_float(x + c * cols, static_cast<uint8_t*>(out) + c * bytes, cols, path);
 }
 
 float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path) {
@@ -73,51 +37,37 @@ static detail::Prepared& caller_scratch() {
 }
 
 // The one entry behind all four public functions: rows in chunks (on the pool or not), every
-// column of a chunk computed by the same per-element arithmetic.
-static void run(par::Pool* pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
+// column of a chunk computed by the same per-element arithmetic: the type's fast rows when the
+// path allows and the table has them, else its reference rows.
+static void run(par::Pool* pool, Type t, const void* w, size_t rows, size_t cols, const void* x,
                 size_t ncols, float* y, Path path, const char* caller) {
     check_cols(t, cols, caller);
     if (rows == 0 || ncols == 0) return;
     if (!w || !x || !y) throw Error(std::string(caller) + ": null weights, activations or output");
-    [[maybe_unused]] const bool fast = use_fast(path);
-    [[maybe_unused]] detail::Prepared& prep = caller_scratch();
-#if defined(__x86_64__)
-    if (fast && t == WeightType::Q1_0) detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep, vnni_allowed());
-    if (fast && t == WeightType::Q2_0) detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, prep);
-    if (fast && t == WeightType::F16 && ncols > 1) detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, prep);
-#endif
+    const TypeTraits& tt = traits(t);
+    const bool fast = tt.rows_fast && use_fast(path);
+    detail::Prepared& prep = caller_scratch();
+    if (fast && tt.prepare) tt.prepare(x, cols, ncols, prep);
     auto chunk = [&](size_t r0, size_t r1) {
-#if defined(__x86_64__)
-        if (fast) {
-            switch (t) {
-                case WeightType::Q1_0: return detail::q1_0_rows_avx2(w, cols, r0, r1, x, prep, ncols, y, rows);
-                case WeightType::Q2_0: return detail::q2_0_rows_avx2(w, cols, r0, r1, x, prep, ncols, y, rows);
-                case WeightType::F16: return detail::f16_rows_avx2(w, cols, r0, r1, x, prep, ncols, y, rows);
-            }
-        }
-#endif
-        switch (t) {
-            case WeightType::Q1_0: return detail::q1_0_rows_ref(w, cols, r0, r1, x, ncols, y, rows);
-            case WeightType::Q2_0: return detail::q2_0_rows_ref(w, cols, r0, r1, x, ncols, y, rows);
-            case WeightType::F16: return detail::f16_rows_ref(w, cols, r0, r1, x, ncols, y, rows);
-        }
+        if (fast) tt.rows_fast(w, cols, r0, r1, x, prep, ncols, y, rows);
+        else tt.rows_ref(w, cols, r0, r1, x, ncols, y, rows);
     };
     if (!pool || pool->threads() == 1) return chunk(0, rows);
     pool->chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) { chunk(r0, r1); });
 }
 
-void mat_vec(WeightType t, const void* w, size_t rows, size_t cols, const void* x, float* y, Path path) {
+void mat_vec(Type t, const void* w, size_t rows, size_t cols, const void* x, float* y, Path path) {
     run(nullptr, t, w, rows, cols, x, 1, y, path, "mat_vec");
 }
-void mat_vec_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x, float* y,
+void mat_vec_par(par::Pool& pool, Type t, const void* w, size_t rows, size_t cols, const void* x, float* y,
                  Path path) {
     run(&pool, t, w, rows, cols, x, 1, y, path, "mat_vec_par");
 }
-void mat_mat(WeightType t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols, float* y,
+void mat_mat(Type t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols, float* y,
              Path path) {
     run(nullptr, t, w, rows, cols, x, ncols, y, path, "mat_mat");
 }
-void mat_mat_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols,
+void mat_mat_par(par::Pool& pool, Type t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols,
                  float* y, Path path) {
     run(&pool, t, w, rows, cols, x, ncols, y, path, "mat_mat_par");
 }

@@ -10,14 +10,14 @@
 #include <cstdint>
 
 #include "par/pool.h"
-#include "quant/blocks.h"
+#include "quant/traits.h"
 #include "quant/path.h"
 
 namespace bankml::quant {
 
 // Turns ncols f32 columns (each `cols` floats, consecutive) into activation columns for weights of
 // type t: Q8_0 (quantize_row_q8_0) or f16 (round to nearest even). out: ncols * act_bytes(t, cols).
-void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols, void* out,
+void prepare_activations(Type t, const float* x, size_t cols, size_t ncols, void* out,
                          Path path = Path::Auto);
 
 // One f16 row by one f16 column (vec_dot_f16_ref's bits, AVX2 when the path allows), for callers
@@ -25,17 +25,17 @@ void prepare_activations(WeightType t, const float* x, size_t cols, size_t ncols
 float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path = Path::Auto);
 
 // y[r] = row r . x for r in [0, rows). One thread.
-void mat_vec(WeightType t, const void* w, size_t rows, size_t cols, const void* x, float* y,
+void mat_vec(Type t, const void* w, size_t rows, size_t cols, const void* x, float* y,
              Path path = Path::Auto);
 // The same on the pool (rows shared in chunks of par::CHUNK_ROWS); same bits at any thread count.
-void mat_vec_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
+void mat_vec_par(par::Pool& pool, Type t, const void* w, size_t rows, size_t cols, const void* x,
                  float* y, Path path = Path::Auto);
 
 // Several columns (a prompt): x holds ncols activation columns one after another; output column c
 // is y[c * rows .. c * rows + rows). Each element has the same bits as mat_vec of that column.
-void mat_mat(WeightType t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols, float* y,
+void mat_mat(Type t, const void* w, size_t rows, size_t cols, const void* x, size_t ncols, float* y,
              Path path = Path::Auto);
-void mat_mat_par(par::Pool& pool, WeightType t, const void* w, size_t rows, size_t cols, const void* x,
+void mat_mat_par(par::Pool& pool, Type t, const void* w, size_t rows, size_t cols, const void* x,
                  size_t ncols, float* y, Path path = Path::Auto);
 
 }  // namespace bankml::quant
