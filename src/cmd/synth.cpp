@@ -4,6 +4,7 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
+#include "model/products.h"
 #include "model/synth.h"
 
 namespace bankml::cmd {
@@ -20,8 +21,7 @@ int run_synth(const std::vector<std::string>& args) {
     if (!shape) throw UsageError("--shape " + shape_name + ": expected tiny, 1.7b, 4b or 8b");
     std::string type_name = a.get("type", "q1_0");
     auto type = gguf::type_from_name(type_name);
-    if (!type || (*type != gguf::Type::Q1_0 && *type != gguf::Type::Q2_0 && *type != gguf::Type::F16 &&
-                  *type != gguf::Type::F32))
+    if (!type || !model::product_type_supported(*type))
         throw UsageError("--type " + type_name + ": expected q1_0, q2_0, f16 or f32");
     auto out = a.value("output");
     if (!out) throw UsageError("-o FILE is required");

@@ -45,6 +45,8 @@
 #include <string>
 #include <vector>
 
+#include "quant/blocks.h"
+
 namespace bankml::gpu {
 class Gpu;
 }
@@ -65,8 +67,9 @@ inline constexpr uint32_t MAT_VEC_CHUNK = 4;
 // workgroup memory for a chunk of the table (8 KiB; q1_0_mat_vec8 reuses it for the lane sums).
 inline constexpr uint32_t KERNEL_INVOCATIONS = 256;
 inline constexpr uint32_t KERNEL_SHARED_BYTES = MAT_VEC_CHUNK * 512 * 4;
-inline constexpr size_t Q1_0_BLOCK = 128, Q1_0_BLOCK_BYTES = 18;  // f16 d, then 16 bytes of sign bits
-inline constexpr size_t Q8_0_BLOCK = 32, Q8_0_BLOCK_BYTES = 34;   // f16 d, then 32 i8
+// The GGUF block layouts the packers read (quant/blocks.h).
+inline constexpr size_t Q1_0_BLOCK = quant::QK1_0, Q1_0_BLOCK_BYTES = sizeof(quant::BlockQ1_0);
+inline constexpr size_t Q8_0_BLOCK = quant::QK8_0, Q8_0_BLOCK_BYTES = sizeof(quant::BlockQ8_0);
 
 enum class FmaPath { exact, native };
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);

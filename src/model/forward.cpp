@@ -1,5 +1,6 @@
 #include "model/forward.h"
 
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "model/ops.h"
 #include "model/products.h"
 #include "par/pool.h"
+#include "quant/blocks.h"
 
 namespace bankml::model {
 
@@ -58,8 +60,10 @@ Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_
         throw Error(f.path() + ": tensor " + name + " has type " + gguf::type_name(t.type) +
                     ", expected q1_0, q2_0, f16 or f32");
     const gguf::TypeInfo* ti = gguf::type_info((uint32_t)t.type);
-    // Q8_0 activations come in blocks of 32: every supported type's rows must split into them.
-    if (!ti || cols % ti->block != 0 || cols % 32 != 0)
+    // Rows split into the type's blocks and its dot type's; and into Q8_0 blocks whatever the type,
+    // since a width is shared by matrices of every type the model mixes.
+    const gguf::TypeInfo* dot = ti ? gguf::type_info((uint32_t)ti->dot_type) : nullptr;
+    if (!ti || !dot || cols % ti->block != 0 || cols % dot->block != 0 || cols % (int64_t)quant::QK8_0 != 0)
         throw Error(f.path() + ": tensor " + name + " has rows of " + std::to_string(cols) +
                     " weights, not a multiple of the block size");
     if (t.type == gguf::Type::F32 && reinterpret_cast<uintptr_t>(t.data) % alignof(float))

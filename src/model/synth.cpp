@@ -7,6 +7,7 @@
 #include "core/f16.h"
 #include "core/model_shapes.h"
 #include "model/gguf_writer.h"
+#include "quant/blocks.h"
 
 namespace bankml::synth {
 
@@ -232,7 +233,7 @@ gguf::Writer::RowFill matrix_fill(gguf::Type type, int64_t k, uint64_t key) {
         return [=](int64_t r0, int64_t n, uint8_t* out) {
             for (int64_t r = r0; r < r0 + n; ++r) {
                 SplitMix g = row_stream(key, r);
-                for (int64_t b = 0; b < k / 128; ++b, out += 18) {
+                for (int64_t b = 0; b < k / int64_t(quant::QK1_0); ++b, out += sizeof(quant::BlockQ1_0)) {
                     put_f16(out, float(std::sqrt(inv_k) * (0.75 + 0.5 * g.unit())));
                     uint64_t w0 = g.next(), w1 = g.next();
                     std::memcpy(out + 2, &w0, 8);
@@ -244,7 +245,7 @@ gguf::Writer::RowFill matrix_fill(gguf::Type type, int64_t k, uint64_t key) {
         return [=](int64_t r0, int64_t n, uint8_t* out) {
             for (int64_t r = r0; r < r0 + n; ++r) {
                 SplitMix g = row_stream(key, r);
-                for (int64_t b = 0; b < k / 64; ++b, out += 18) {
+                for (int64_t b = 0; b < k / int64_t(quant::QK2_0); ++b, out += sizeof(quant::BlockQ2_0)) {
                     put_f16(out, float(std::sqrt(2 * inv_k) * (0.75 + 0.5 * g.unit())));
                     uint64_t w[2] = {g.next(), g.next()};
                     const uint8_t* rb = reinterpret_cast<const uint8_t*>(w);
