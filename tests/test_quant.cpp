@@ -11,6 +11,7 @@
 #include "quant/dot.h"
 #include "quant/matmul.h"
 #include "quant/q8_0.h"
+#include "quant/traits.h"
 #include "test.h"
 
 using namespace bankml;
@@ -32,7 +33,7 @@ uint16_t rand_scale(std::mt19937& g, Regime r) {
 
 std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t cols, Regime r) {
     std::vector<uint8_t> w(rows * row_bytes(t, cols));
-    if (t == Type::F16) {
+    if (traits(t).block == 1) {  // f16 values
         auto* h = reinterpret_cast<uint16_t*>(w.data());
         for (size_t i = 0; i < rows * cols; ++i) {
             h[i] = rand_scale(g, r == Regime::Extremes ? Regime::Random : r);
@@ -40,7 +41,7 @@ std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t c
         }
         return w;
     }
-    const size_t bsz = sizeof(BlockQ1_0);  // 18, the same for Q2_0
+    const size_t bsz = traits(t).block_bytes;  // an f16 scale, then packed codes
     for (size_t b = 0; b < w.size() / bsz; ++b) {
         uint8_t* p = w.data() + b * bsz;
         uint16_t d = rand_scale(g, r);
@@ -56,7 +57,7 @@ std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t c
 // Activation columns; Q8_0 quants include -128 (the wrap case), raw as in golden kinds 2 and 3.
 std::vector<uint8_t> rand_acts(std::mt19937& g, Type t, size_t cols, size_t ncols, Regime r) {
     std::vector<uint8_t> x(ncols * act_bytes(t, cols));
-    if (t == Type::F16) {
+    if (traits(t).dot_type == Type::F16) {
         auto* h = reinterpret_cast<uint16_t*>(x.data());
         for (size_t i = 0; i < ncols * cols; ++i) h[i] = rand_scale(g, r == Regime::Extremes ? Regime::Random : r);
         return x;
@@ -77,7 +78,14 @@ bool same(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-const Type TYPES[] = {Type::Q1_0, Type::Q2_0, Type::F16};
+// Every type the table gives a product kernel: a new entry is tested here without a word changed.
+std::vector<Type> computed_types() {
+    std::vector<Type> v;
+    for (const TypeTraits& t : all_traits())
+        if (t.rows_ref) v.push_back(t.type);
+    return v;
+}
+const std::vector<Type> TYPES = computed_types();
 
 }  // namespace
 
@@ -434,3 +442,64 @@ TEST(quant_q1_0_vnni_loops_equal_reference) {
     }
 }
 #endif
+
+// The table's invariants, which make one entry enough for a type: ids unique and in order, names
+// parse back, block bytes match the packed structs, and every computed type has an activation type
+// that can be made from f32, blocks that divide each other, a dequantizer, and fast rows only with
+// their reference.
+TEST(quant_traits_table_is_complete) {
+    uint32_t last = 0;
+    bool first = true;
+    for (const TypeTraits& t : all_traits()) {
+        CHECK(first || uint32_t(t.type) > last);
+        first = false;
+        last = uint32_t(t.type);
+        CHECK(find_traits(uint32_t(t.type)) == &t);
+        CHECK(type_from_name(t.name) == t.type);
+        CHECK(t.block > 0 && t.block_bytes > 0);
+        if (!t.rows_ref) {
+            CHECK(!t.rows_fast && !t.prepare);
+            continue;
+        }
+        const TypeTraits& d = traits(t.dot_type);
+        CHECK(d.from_float != nullptr);
+        CHECK(t.to_float != nullptr);
+        CHECK(t.block % d.block == 0 || d.block % t.block == 0);
+    }
+    CHECK_EQ(traits(Type::Q1_0).block_bytes, sizeof(BlockQ1_0));
+    CHECK_EQ(traits(Type::Q2_0).block_bytes, sizeof(BlockQ2_0));
+    CHECK_EQ(traits(Type::Q8_0).block_bytes, sizeof(BlockQ8_0));
+    CHECK_EQ(traits(Type::Q1_0).block, QK1_0);
+    CHECK(type_from_name("Q2_0") == Type::Q2_0);
+    CHECK(!type_from_name("q3_0"));
+    CHECK(find_traits(4) == nullptr && find_traits(43) == nullptr);
+    CHECK(TYPES.size() == 3);  // F16, Q1_0, Q2_0
+}
+
+// Dequantizing through the table: Q1_0 bit set +d, clear -d; Q2_0 code q (q - 1) * d; F16 exact.
+TEST(quant_traits_to_float_by_hand) {
+    BlockQ1_0 b1{};
+    b1.d = f32_to_f16(0.5f);
+    b1.qs[0] = 0x05;  // values 0 and 2 are +d
+    float y1[QK1_0];
+    traits(Type::Q1_0).to_float(&b1, y1, QK1_0);
+    CHECK_EQ(y1[0], 0.5f);
+    CHECK_EQ(y1[1], -0.5f);
+    CHECK_EQ(y1[2], 0.5f);
+    CHECK_EQ(y1[127], -0.5f);
+    BlockQ2_0 b2{};
+    b2.d = f32_to_f16(2.0f);
+    b2.qs[0] = 0x1B;  // codes 3, 2, 1, 0
+    float y2[QK2_0];
+    traits(Type::Q2_0).to_float(&b2, y2, QK2_0);
+    CHECK_EQ(y2[0], 4.0f);
+    CHECK_EQ(y2[1], 2.0f);
+    CHECK_EQ(y2[2], 0.0f);
+    CHECK_EQ(y2[3], -2.0f);
+    CHECK_EQ(y2[4], -2.0f);
+    const uint16_t h[2] = {f32_to_f16(1.5f), f32_to_f16(-3.0f)};
+    float yh[2];
+    traits(Type::F16).to_float(h, yh, 2);
+    CHECK_EQ(yh[0], 1.5f);
+    CHECK_EQ(yh[1], -3.0f);
+}
