@@ -22,7 +22,7 @@ int run_synth(const std::vector<std::string>& args) {
     std::string type_name = a.get("type", "q1_0");
     auto type = gguf::type_from_name(type_name);
     if (!type || !model::product_type_supported(*type))
-        throw UsageError("--type " + type_name + ": expected q1_0, q2_0, f16 or f32");
+        throw UsageError("--type " + type_name + ": expected " + model::product_type_names());
     auto out = a.value("output");
     if (!out) throw UsageError("-o FILE is required");
 

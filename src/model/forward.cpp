@@ -58,7 +58,7 @@ Matrix matrix(const gguf::File& f, const std::string& name, int64_t cols, int64_
     const gguf::Tensor& t = expect(f, name, {cols, rows});
     if (!product_type_supported(t.type))
         throw Error(f.path() + ": tensor " + name + " has type " + gguf::type_name(t.type) +
-                    ", expected q1_0, q2_0, f16 or f32");
+                    ", expected " + product_type_names());
     const gguf::TypeInfo* ti = gguf::type_info((uint32_t)t.type);
     // Rows split into the type's blocks and its dot type's; and into Q8_0 blocks whatever the type,
     // since a width is shared by matrices of every type the model mixes.

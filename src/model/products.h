@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "model/gguf.h"
@@ -35,8 +36,10 @@ public:
     virtual void finish(float* out) = 0;
 };
 
-// Whether the products support a type (Q1_0, Q2_0, F16, F32).
+// Whether the products support a type: F32, and every type with a kernel in quant's table.
 bool product_type_supported(gguf::Type t);
+// Their names for messages: "f32, f16, q1_0 or q2_0".
+std::string product_type_names();
 
 // Reusable scratch for the quantized activations, so that products allocate nothing per token.
 class Products {
