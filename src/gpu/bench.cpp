@@ -200,9 +200,9 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         // Random f16 scales of many sizes (2^-9 to 2^3, full mantissas): a fused and an unfused
         // multiply-add round differently on such data, so a row reported the CPU's bits proves the
         // kernel's order (power-of-two scales would hide the difference).
-        for (size_t i = 0; i < wbytes; i += 18) w[i] = uint8_t(rng()), w[i + 1] = uint8_t(0x18 + rng() % 24);
+        for (size_t i = 0; i < wbytes; i += sizeof(quant::BlockQ1_0)) w[i] = uint8_t(rng()), w[i + 1] = uint8_t(0x18 + rng() % 24);
         for (auto& b : x) b = uint8_t(rng());
-        for (size_t i = 0; i < x.size(); i += 34) x[i] = uint8_t(rng()), x[i + 1] = uint8_t(0x18 + rng() % 24);
+        for (size_t i = 0; i < x.size(); i += sizeof(quant::BlockQ8_0)) x[i] = uint8_t(rng()), x[i + 1] = uint8_t(0x18 + rng() % 24);
         char shape[32];
         std::snprintf(shape, sizeof shape, "%zux%zu", rows, cols);
         std::vector<float> cpu(rows);

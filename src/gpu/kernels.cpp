@@ -456,14 +456,14 @@ void make_data(std::mt19937_64& rng, const Case& c, std::vector<uint8_t>& w, std
         // Now and then a subnormal scale: the card must widen every f16 exactly.
         if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));
         p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
-        for (int k = 2; k < 18; ++k) p[k] = uint8_t(rng());
+        for (size_t k = 2; k < Q1_0_BLOCK_BYTES; ++k) p[k] = uint8_t(rng());
     }
     for (size_t blk = 0; blk < ab; ++blk) {
         uint8_t* p = &q8[blk * Q8_0_BLOCK_BYTES];
         float d = layer ? std::exp(2.0f * g(rng)) / 127.0f : 0.05f * (1.0f + float(rng() % 1024) / 1024.0f);
         uint16_t h = f32_to_f16(d);
         p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
-        for (int k = 2; k < 34; ++k) {
+        for (size_t k = 2; k < Q8_0_BLOCK_BYTES; ++k) {
             uint8_t v = uint8_t(rng());
             if (rng() % 16 == 0) v = 0x80;  // -128: the quant whose negation wraps
             if (layer && (rng() % 64 == 0)) v = 127;

@@ -622,13 +622,13 @@ size_t table_floats(size_t n) {
 }
 
 PackedQ2_0 pack_q2_0(const uint8_t* w, size_t rows, size_t n) {
-    if (n % 64) throw Error("pack_q2_0: row length " + std::to_string(n) + " is not a multiple of 64");
-    const size_t nb = n / 64;
+    if (n % quant::QK2_0) throw Error("pack_q2_0: row length " + std::to_string(n) + " is not a multiple of 64");
+    const size_t nb = n / quant::QK2_0;
     PackedQ2_0 p;
     p.scales.resize(rows * nb);
     p.codes.resize(rows * nb * 4);
     for (size_t b = 0; b < rows * nb; ++b) {
-        const uint8_t* blk = w + b * 18;
+        const uint8_t* blk = w + b * sizeof(quant::BlockQ2_0);
         p.scales[b] = uint32_t(blk[0] | blk[1] << 8);
         std::memcpy(&p.codes[b * 4], blk + 2, 16);
     }

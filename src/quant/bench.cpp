@@ -127,9 +127,10 @@ std::vector<uint8_t> random_weights(std::mt19937& g, Type t, size_t rows, size_t
         auto* h = reinterpret_cast<uint16_t*>(w.data());
         for (size_t i = 0; i < rows * cols; ++i) h[i] = uint16_t(0x3000 + g() % 0x800) | ((g() & 1) << 15);
     } else {
-        for (size_t b = 0; b < w.size() / 18; ++b) {
+        const size_t bsz = traits(t).block_bytes;  // an f16 scale, then packed codes
+        for (size_t b = 0; b < w.size() / bsz; ++b) {
             uint16_t d = uint16_t(0x2000 + g() % 0x400);
-            std::memcpy(w.data() + b * 18, &d, 2);
+            std::memcpy(w.data() + b * bsz, &d, 2);
         }
     }
     return w;
