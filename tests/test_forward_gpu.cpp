@@ -185,4 +185,8 @@ TEST(run_json_names_the_backend_and_gpu_off_keeps_the_cpu) {
     auto ga = bt::read_file(dir + "/g.f32"), cb = bt::read_file(dir + "/c.f32");
     CHECK_EQ(ga.size(), (size_t)6 * 1024 * 4);
     CHECK(ga == cb);
+    // A logits file that cannot be written fails the run with one line naming it.
+    auto full = bt::run_cmd("BANKML_GPU=off " + bin + " run -m " + m + " --tokens 5,6,7 -n 2 --logits /dev/full");
+    CHECK_EQ(full.code, 1);
+    CHECK(full.err.find("/dev/full: write error") != std::string::npos);
 }

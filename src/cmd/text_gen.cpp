@@ -104,7 +104,9 @@ ModelLogits::ModelLogits(model::Model& m, const volatile std::sig_atomic_t* stop
 
 void ModelLogits::eval(std::span<const int32_t> tokens, std::vector<float>& logits) {
     eval_model(tokens, logits);
-    if (logits_ && std::fwrite(logits.data(), sizeof(float), logits.size(), logits_.get()) != logits.size())
+    // Flushed and checked every step: a full disk fails the run at once, not silently at exit.
+    if (logits_ && (std::fwrite(logits.data(), sizeof(float), logits.size(), logits_.get()) != logits.size() ||
+                    std::fflush(logits_.get()) != 0))
         throw Error(logits_path_ + ": write error: " + std::strerror(errno));
 }
 

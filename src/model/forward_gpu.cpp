@@ -74,7 +74,14 @@ struct GpuForward::Impl {
 
     Impl(gpu::Gpu g, const Hparams& h, int ctx) : gpu(std::move(g)), hp(h), n_ctx(ctx), name(gpu.name()) {}
 
-    const gpu::Pipeline& pipe(const std::string& n) { return pipes.at(n); }
+    go::Build build;
+    // A kernel's pipeline, made on first use: the sequence builds only the kernels it dispatches.
+    const gpu::Pipeline& pipe(const std::string& n) {
+        auto it = pipes.find(n);
+        if (it != pipes.end()) return it->second;
+        const go::OpKernel& k = go::op_kernel(n);
+        return pipes.emplace(n, gpu.pipeline(k.build(build), k.bindings, k.push_words * 4)).first->second;
+    }
     std::string pipe_name(const gpu::Pipeline* p) const {
         for (const auto& [n, q] : pipes)
             if (q.id == p->id) return n;
@@ -161,9 +168,8 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     if (E % 128 || NQ % 128 || FF % 128) throw Error("a row length is not a multiple of 128");
     d.q1_0_native = q1_0_native;
 
-    // Pipelines: every op kernel, and the Q1_0 product's variants.
-    for (const go::OpKernel& k : go::op_kernels())
-        if (std::string(k.name) != "expf") d.pipes[k.name] = d.gpu.pipeline(k.build(build), k.bindings, k.push_words * 4);
+    // Pipelines: the Q1_0 product's variants now, the op kernels as the sequence first uses them.
+    d.build = build;
     const kn::FmaPath path = q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact;
     for (uint32_t per : kn::MAT_VEC8_PERS)
         d.pipes[kn::kernel_name(true, path, per)] = d.gpu.pipeline(kn::q1_0_mat_vec8(path, per), kn::Q1_0_BINDINGS, kn::Q1_0_PUSH_BYTES);
