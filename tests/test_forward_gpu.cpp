@@ -151,6 +151,25 @@ TEST(forward_gpu_failure_falls_back_to_the_cpu_with_the_same_bits) {
     }
 }
 
+// On a card that needs soft f32 the token runs the guarded kernels; a token whose guard flag is up
+// runs again with the exact kernels, from the same embedding row, and gives the same bits.
+TEST(forward_gpu_guard_flag_replays_the_token_exactly) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(8);
+    const auto want = steps(*cpu, p, 12);
+    for (int at : {0, 5, 11}) {
+        auto card = open_model("q1_0", true);
+        REQUIRE(card->gpu_forward() != nullptr);
+        if (!card->gpu_forward()->guarded()) SKIP("gpu", "the test card keeps f32 subnormals: its kernels need no guard");
+        card->gpu_forward()->inject_failure(at, "subnormal");
+        auto got = steps(*card, p, 12);
+        if (!CHECK(same_bytes(want, got))) std::fprintf(stderr, "  flag raised at step %d\n", at);
+        CHECK(card->on_gpu());
+        CHECK_EQ(card->gpu_forward()->replays(), (size_t)1);
+        CHECK_EQ(card->gpu_forward()->tokens(), (size_t)20);
+    }
+}
+
 TEST(forward_gpu_refuses_an_f32_cache_and_a_started_model) {
     model::ModelOptions opt;
     opt.threads = 1;

@@ -47,14 +47,24 @@ void bit_exact(const char* kernel, std::initializer_list<const char*> kinds) {
         return;
     }
     REQUIRE(!checks.empty());
+    // A card that needs soft f32 runs the guarded build too, and one line sums its flags up.
+    const bool guard = gpu::ops::has_guard(gpu::ops::guarded(card_build(*g)));
+    if (guard) {
+        REQUIRE(lines.back().find("guarded f32: ") == 0);
+        lines.pop_back();
+    }
     REQUIRE_EQ(lines.size(), checks.size());
+    size_t guarded = 0;
     for (size_t i = 0; i < checks.size(); ++i) {
-        CHECK_EQ(checks[i].name, std::string(kernel));
+        const bool g_run = checks[i].name == std::string(kernel) + " (guarded f32)";
+        guarded += g_run;
+        CHECK(checks[i].name == kernel || g_run);
         CHECK(checks[i].bit_exact);
         CHECK_GT(checks[i].rows, 0u);
-        CHECK(lines[i].find(std::string(kernel) + " " + checks[i].shape + ": ") == 0);
-        CHECK(lines[i].find(" words bit-exact, ") != std::string::npos);
+        CHECK(lines[i].find(checks[i].name + " " + checks[i].shape + ": ") == 0);
+        CHECK(lines[i].find(" words bit-exact") != std::string::npos || lines[i].find("flagged a subnormal") != std::string::npos);
     }
+    CHECK_EQ(guarded, guard ? checks.size() / 2 : 0);
     for (const char* k : kinds) {
         bool seen = false;
         for (auto& c : checks) seen |= c.shape.find(std::string("(") + k + ")") != std::string::npos;
@@ -97,8 +107,13 @@ void refused(const char* kernel, size_t word) {
 }  // namespace
 
 TEST(gpu_op_rms_norm_bit_exact) {
-    bit_exact("rms_norm", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares", "zeros",
+    bit_exact("rms_norm", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares", "ties",
+                           "some ties", "large few", "zeros",
                            "equal", "residual random", "residual cancel", "residual spread"});
+}
+TEST(gpu_op_sum_squares_bit_exact) {
+    bit_exact("sum_squares", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
+                              "ties", "some ties", "large few", "zeros", "equal"});
 }
 TEST(gpu_op_prep_act_bit_exact) {
     bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
@@ -110,17 +125,53 @@ TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scor
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 
+// The guard's proof on any card: with every subnormal f32 result and load flushed as a card without
+// DenormPreserve may flush them, each guarded run gives the CPU's bits or raises its flag (the
+// adversarial data raises it, random data does not), while the same flushing kernels without the
+// guard differ from the CPU.
+TEST(gpu_op_guard_flags_every_run_a_flushing_card_would_change) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build exact = card_build(*g);
+    exact.float_modes = (exact.float_modes & ~uint32_t(gpu::shader::DENORM32)) | gpu::shader::SOFT_F32 | gpu::shader::FLUSH_F32;
+    model::VerifyOpsOptions o;
+    std::vector<std::string> lines;
+    try {
+        lines = model::verify_ops(*g, exact, o);
+    } catch (const std::exception& e) {
+        bt::fail(__FILE__, __LINE__, e.what());
+        return;
+    }
+    REQUIRE(!lines.empty());
+    const std::string sum = lines.back();
+    CHECK(sum.find("guarded f32: ") == 0);
+    size_t flagged = 0, unflagged = 0;
+    std::sscanf(sum.c_str(), "guarded f32: %zu runs flagged a subnormal (the exact build runs instead), %zu", &flagged, &unflagged);
+    CHECK_GT(flagged, (size_t)8);
+    CHECK_GT(unflagged, (size_t)8);
+    size_t differed = 0;
+    for (const std::string& l : lines) differed += l.find("flagged a subnormal (the exact build") != std::string::npos && l.find("guarded f32: ") != 0;
+    std::printf("    %s; %zu differed\n", sum.c_str(), differed);
+    CHECK_GT(differed, (size_t)0);  // the flushing changed outputs, and the guard caught each
+    // Without the guard the flushing kernels are refused.
+    gpu::ops::Build flushing = exact;
+    flushing.float_modes &= ~uint32_t(gpu::shader::SOFT_F32);
+    CHECK_THROWS(model::verify_ops(*g, flushing, o), "differs");
+}
+
 TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
-    for (const gpu::ops::OpKernel& k : gpu::ops::op_kernels()) refused(k.name, 3);
+    // (sum_squares' output is two words.)
+    for (const gpu::ops::OpKernel& k : gpu::ops::op_kernels()) refused(k.name, std::string(k.name) == "sum_squares" ? 1 : 3);
     CHECK_THROWS(model::verify_ops(*test_gpu(), {}, [] { model::VerifyOpsOptions o; o.only = "nonsense"; return o; }()), "no kernel named nonsense");
 }
 
 TEST(gpu_op_modules_pass_spirv_val) {
     auto mods = model::op_modules();
-    // Both Fma paths of every kernel.
-    CHECK_EQ(mods.size(), 2 * gpu::ops::op_kernels().size());
+    // Both Fma paths of every kernel, each plain, soft and guarded.
+    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size());
     CHECK_EQ(mods[0].first, "rms_norm.spv");
     CHECK_EQ(mods[1].first, "rms_norm_fma.spv");
+    CHECK_EQ(mods[2].first, "rms_norm_soft.spv");
+    CHECK_EQ(mods[5].first, "rms_norm_guarded_fma.spv");
     // The workgroup memory the oracle checks against the card's limit: rms_norm's chunk of 4096
     // squares and its scan, at least.
     CHECK_GT(model::workgroup_bytes(mods[0].second), 4096u * 4);

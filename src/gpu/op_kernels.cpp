@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "gpu/compute.h"
@@ -25,14 +26,19 @@ constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
 // index order as ggml adds them, by a workgroup of L invocations holding K values each (len <=
 // L·K): the bits of the sequential chain without its latency.
 //
-// Adding a square t to the running sum s is exact unless t has bits below s's last place or the
-// sum enters a new binade. Both are decided conservatively from bounds of the running sums (an
+// While the running sum s stays in one binade [B, 2B), s is a multiple of the binade's last place
+// and adding a square t gives exactly s + rd(t), rd(t) = RN(B + t) - B: t rounded to that place,
+// whatever s is, unless t lies exactly halfway (then the even sum wins, which depends on s). The
+// binade of every partial sum is decided conservatively from bounds of the running sums (an
 // approximate prefix sum, widened by 2^-30: its error and the chain's drift are below 2^-36 for
-// any row this size), and only those "candidates" may round. Between two candidates every partial
-// sum is a multiple of the binade's last place below its top, so each stretch sums exactly in any
+// any row this size). The "candidates" are the additions whose binade is not certain (the sum may
+// enter a new one) and the ties; between two candidates every rd(t) and every partial sum of them
+// is a multiple of the binade's last place below its top, so each stretch sums exactly in any
 // order: a segmented scan gives each candidate the stretch before it, and one invocation walks
-// the candidates alone (s += stretch; s += t, which rounds where the CPU's chain rounds). More
-// than CAP candidates (rows built to round everywhere) fall back to the plain walk.
+// the candidates alone (s += stretch; s += t, which rounds where the CPU's chain rounds). Rows
+// whose squares span a wide range (most of them below the sum's last place: a few large
+// activations among many small ones) thus walk about one candidate per binade the sum passes.
+// More than CAP candidates (rows built to tie everywhere) fall back to the plain walk.
 struct ChainScratch {
     Arr<K::f64> scan, tail, list_s;
     Arr<K::u32> flag, count;
@@ -68,8 +74,13 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
     }
     F64 before = s0 + (c.scan[t] - part.get());
     // C: candidates, the stretch after this run's last candidate (or the whole run), the count.
+    // Where the running sum stays in one binade [B, 2B) (both bounds agree), adding t gives
+    // s + rd(t), rd(t) = RN(B + t) - B (t rounded to the binade's last place, which s is a multiple
+    // of), unless t lies exactly halfway between two multiples: the tie goes to the even sum, which
+    // depends on s, so a tie is a candidate; so is every addition that may cross a binade.
     auto exp_b = [](F64 v) { return (hi(bits(v)) >> 20) & 0x7ffu; };
     std::vector<Bool> cand(Kn);
+    std::vector<F64> rd(Kn);
     auto a = var(before);
     auto run = var(f64c(0.0));
     auto n = var(u32c(0));
@@ -83,11 +94,16 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         a = next;
         U32 eub = exp_b(next * f64c(hi_f));
         U32 elb = exp_b(prev * f64c(lo_f));
-        U32 ef = (bits(tf) >> 23) & 0xffu;
-        U32 ef1 = select(ef == 0u, u32c(1), ef);
-        cand[k] = in && td != f64c(0.0) && (ef1 + 925u < eub || elb != eub);
+        // B = 2^(eub - 1023) and half its last place, from bits (the sum of squares of floats is
+        // at least 2^-149: eub - 53 stays a normal exponent).
+        F64 B = f64_bits(uvec2(u32c(0), eub << 20));
+        F64 half_ulp = f64_bits(uvec2(u32c(0), (eub - 53u) << 20));
+        rd[k] = (B + td) - B;
+        F64 off = td - rd[k];  // exact: both within one last place
+        Bool tie = off == half_ulp || off == -half_ulp;
+        cand[k] = in && td != f64c(0.0) && (elb != eub || tie);
         n = n.get() + select(cand[k], u32c(1), u32c(0));
-        run = select(cand[k], f64c(0.0), run.get() + td);
+        run = select(cand[k], f64c(0.0), run.get() + rd[k]);
     }
     // D: exclusive segmented scan of the runs' tails (a run with a candidate starts a segment) and
     // exclusive scan of the counts.
@@ -123,13 +139,12 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         for (uint32_t k = 0; k < Kn; ++k) {
             U32 j = first + k;
             F32 tf = sq[select(j < len, j, u32c(0))];
-            F64 td = select(j < len, f64(tf), f64c(0.0));
             if_else(cand[k], [&] {
                 c.list_s.set(off.get(), r.get());
                 c.list_t.set(off.get(), tf);
                 off = off.get() + 1u;
                 r = f64c(0.0);
-            }, [&] { r = r.get() + td; });
+            }, [&] { r = r.get() + rd[k]; });
         }
     });
     barrier();
@@ -153,6 +168,44 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
 
 // ---------------------------------------------------------------- rms_norm
 
+// The double sum of value(i)·value(i), i < n, in index order, by a workgroup of NORM_LOCAL
+// (every invocation calls it; value(i) is called once per i, by one invocation).
+F64 sum_of_squares(U32 n, U32 t, const std::function<F32(U32)>& value) {
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
+    auto sum = var(f64c(0.0));
+    for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
+        for_(t, u32c(NORM_CHUNK), u32c(NORM_LOCAL), [&](U32 i) {
+            U32 at = base + i;
+            if_(at < n, [&] {
+                F32 v = value(at);
+                sx.set(i, v * v);
+            });
+        });
+        barrier();
+        U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
+        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_CHUNK / NORM_LOCAL, NORM_CAP, cs);
+    });
+    return sum.get();
+}
+
+// The ordered sum alone, its two words (for the oracle: a norm's output hides most of its sum's
+// last bits).
+std::vector<uint32_t> sum_squares(const Build& b) {
+    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    auto x = buffer<K::f32>(0, true, "x");
+    auto out = buffer<K::u32>(1, false, "sum");
+    push_constants(1);
+    U32 n = push(0), t = local_id();
+    F64 sum = sum_of_squares(n, t, [&](U32 at) { return x[at]; });
+    if_(t == 0u, [&] {
+        UVec2 w = bits(sum);
+        out.set(u32c(0), lo(w));
+        out.set(u32c(1), hi(w));
+    });
+    return s.finish();
+}
+
 std::vector<uint32_t> rms_norm(const Build& b) {
     Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
     auto x = buffer<K::f32>(0, false, "x");
@@ -163,30 +216,19 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     U32 n = push(0), w_off = push(1), residual = push(3);
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
-    auto sx = workgroup<K::f32>(NORM_CHUNK);
     auto shared_scale = workgroup<K::f32>(1);
-    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
-    auto sum = var(f64c(0.0));
     // The residual add (o + x, as the CPU adds them), stored back; the squares into the chain.
-    for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
-        for_(t, u32c(NORM_CHUNK), u32c(NORM_LOCAL), [&](U32 i) {
-            U32 at = base + i;
-            if_(at < n, [&] {
-                auto v = var(x[at]);
-                if_(residual != 0u, [&] {
-                    F32 r = add[at] + v.get();
-                    x.set(at, r);
-                    v = r;
-                });
-                sx.set(i, v.get() * v.get());
-            });
+    F64 sum = sum_of_squares(n, t, [&](U32 at) {
+        auto v = var(x[at]);
+        if_(residual != 0u, [&] {
+            F32 r = add[at] + v.get();
+            x.set(at, r);
+            v = r;
         });
-        barrier();
-        U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
-        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_CHUNK / NORM_LOCAL, NORM_CAP, cs);
+        return v.get();
     });
     if_(t == 0u, [&] {
-        F32 mean = mean_f32(sum.get(), n);
+        F32 mean = mean_f32(sum, n);
         shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
     });
     barrier();
@@ -204,22 +246,41 @@ F32 v_expf(F32 x) {
     F32 n = z - r;
     F32 b = fma_f32(-n, f32c(0x1.7f7d1cp-20f), fma_f32(-n, f32c(0x1.62e4p-1f), x));
     U32 e = bits(z) << 23u;
-    F32 k = f32_bits(e + u32c(0x3f800000u));
     Bool c = fabs(n) > f32c(126.0f);
+    // k = 2^n where the plain branch is the result (|n| <= 126: a normal float); 1 elsewhere, so
+    // guarded f32 sees only values the result depends on.
+    F32 k = f32_bits(select(c, u32c(0x3f800000u), e + u32c(0x3f800000u)));
     F32 u = b * b;
     F32 j = fma_f32(fma_f32(fma_f32(f32c(0x1.0e4020p-7f), b, f32c(0x1.573e2ep-5f)), u,
                             fma_f32(f32c(0x1.555e66p-3f), b, f32c(0x1.fffdb6p-2f))),
                     u, f32c(0x1.ffffecp-1f) * b);
     F32 plain = fma_f32(k, j, k);
-    U32 g = select(n <= f32c(0.0f), u32c(0x82000000u), u32c(0));
-    F32 s1 = f32_bits(g + 0x7f000000u);
-    F32 s2 = f32_bits(e - g);
-    F32 big = select(fabs(n) > f32c(192.0f), s1 * s1, fma_f32(s2, j, s2) * s1);
+    F32 big;
+    {
+        // The scaled branches (|x| past 87): computed for every x, so unguarded; guarded f32
+        // flags every x that takes them.
+        Unguarded ug;
+        U32 g = select(n <= f32c(0.0f), u32c(0x82000000u), u32c(0));
+        F32 s1 = f32_bits(g + 0x7f000000u);
+        F32 s2 = f32_bits(e - g);
+        big = select(fabs(n) > f32c(192.0f), s1 * s1, fma_f32(s2, j, s2) * s1);
+    }
+    guard(c);
     return select(c, big, plain);
 }
 
-// silu(g)·u as ggml_vec_swiglu_f32's 8-lane loop: g / (1 + v_expf(0 - g)), then ·u.
-F32 swiglu_one(F32 g, F32 u) { return div_exact(g, f32c(1.0f) + v_expf(f32c(0.0f) - g)) * u; }
+// silu(g)·u as ggml_vec_swiglu_f32's 8-lane loop: g / (1 + v_expf(0 - g)), then ·u. Guarded f32
+// need not watch v_expf: a value of it that a flushing card could change is below 2^-126 (or is
+// the scaled branch's result for |g| past 87, inf or below 2^-126 too), and 1 + e is then 1 or e
+// either way.
+F32 swiglu_one(F32 g, F32 u) {
+    F32 e;
+    {
+        Unguarded ug;
+        e = v_expf(f32c(0.0f) - g);
+    }
+    return div_exact(g, f32c(1.0f) + e) * u;
+}
 
 // ---------------------------------------------------------------- prep_act
 
@@ -241,8 +302,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
     // gated: x is SwiGLU(gate, up) of a gate|up pair of n each, computed here (ops::swiglu's bits).
     if_(t < 32u, [&] {
         U32 i = x_off + blk * 32u + t;
-        F32 g = x[i];
-        sx.set(t, select(gated != 0u, swiglu_one(g, x[select(gated != 0u, n + i, i)]), g));
+        if_else(gated != 0u, [&] { sx.set(t, swiglu_one(x[i], x[n + i])); }, [&] { sx.set(t, x[i]); });
     });
     barrier();
     // Thread 0 the scale d (to f16 and back), thread 1 the multiplier id = 127/amax.
@@ -453,6 +513,43 @@ constexpr uint32_t ATT_LOCAL = 128;
 
 F32 f16_round(F32 x) { return f16_value(f16_bits(x)); }
 
+// Guarded f32 in attention. The softmax weights below 2^-126 (expf of differences past -87) are
+// where a flushing card differs, and there the CPU's results follow from signs alone: with
+// w < 2^-90 and |v| <= 65504 (an f16), f16(fma(v, w, y)) is y for a nonzero y (the product is below
+// half of y's last place) and a zero otherwise (the product's sign, or IEEE's sum of two zeros
+// where the product is zero); f16(y·w) is the zero of y's sign. So expf gives those weights as
+// 2^-126 (tiny_floor) and these two steps take the rule for any weight below 2^-90.
+Bool below_2m90(F32 w) { return (bits(w) & 0x7f800000u) < u32c(37u << 23); }
+Bool finite(F32 x) { return (bits(x) & 0x7f800000u) != 0x7f800000u; }
+F32 signed_zero(U32 sign) { return f32_bits(sign & 0x80000000u); }
+
+// y = f16(y·ms), the running sum rescaled where the maximum moved.
+F32 att_rescale(F32 y, F32 ms, bool guarded) {
+    if (!guarded) return f16_round(y * ms);
+    F32 r;
+    {
+        Unguarded ug;  // ms >= 2^-90 here: y·ms is 0 or above 2^-114
+        r = f16_round(y * ms);
+    }
+    return select(below_2m90(ms) && finite(y), signed_zero(bits(y)), r);
+}
+
+// y = f16(fma(v, vs, y)), a value added with its weight.
+F32 att_add(F32 v, F32 vs, F32 y, bool guarded) {
+    if (!guarded) return f16_round(fma_f32(v, vs, y));
+    F32 r;
+    {
+        Unguarded ug;  // vs >= 2^-90 here: the product is 0 or above 2^-114, and so is the sum
+        r = f16_round(fma_f32(v, vs, y));
+    }
+    Bool tiny = below_2m90(vs) && finite(v) && finite(y);
+    guard(!tiny && (bits(r) & 0x7fffffffu) > 0x7f800000u);  // a NaN: x86's bits are the exact build's
+    Bool y_zero = (bits(y) & 0x7fffffffu) == 0u;
+    Bool product_zero = (bits(v) & 0x7fffffffu) == 0u || (bits(vs) & 0x7fffffffu) == 0u;
+    F32 zero = select(product_zero, signed_zero(bits(v) & bits(y)), signed_zero(bits(v)));
+    return select(tiny, select(y_zero, zero, y), r);
+}
+
 // ops::attend_f16 for one query head: q rounded to f16; each score is dot_f16(k, q)·scale + 0;
 // the online softmax's running maximum is a prefix maximum, so each position's expf is known in
 // parallel: a new maximum gives ms = expf(M_old - s), vs = 1, any other vs = expf(s - M), ms = 1.
@@ -460,6 +557,7 @@ F32 f16_round(F32 x) { return f16_value(f16_bits(x)); }
 // where ms = 1) and y = f16(fma(v, vs, y)); S = fma(S, ms, vs) walks them once; out = y·(1/S).
 std::vector<uint32_t> attention(const Build& b) {
     Shader s(ATT_LOCAL, true, b.fma, b.float_modes);
+    const bool guarded = has_guard(b);
     auto q = buffer<K::f32>(0, true, "q");
     auto kc = buffer<K::u32>(1, true, "k_cache");
     auto vc = buffer<K::u32>(2, true, "v_cache");
@@ -521,7 +619,7 @@ std::vector<uint32_t> attention(const Build& b) {
         F32 sv = scratch[sc_at + i];
         F32 Mo = M.get();
         Bool up = sv > Mo;
-        F32 e = expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused);
+        F32 e = expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused, /*tiny_floor=*/true);
         scratch.set(ms_at + i, select(up, e, f32c(1.0f)));
         scratch.set(vs_at + i, select(up, f32c(1.0f), e));
         M = select(up, sv, Mo);
@@ -544,8 +642,8 @@ std::vector<uint32_t> attention(const Build& b) {
             F32 v = select(low, unpack_half_lo(vw), unpack_half_hi(vw));
             // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
             F32 ms = scratch[ms_at + ic];
-            if_(bits(ms) != 0x3f800000u, [&] { y = f16_round(y.get() * ms); });
-            y = f16_round(fma_f32(v, scratch[vs_at + ic], y.get()));
+            if_(bits(ms) != 0x3f800000u, [&] { y = att_rescale(y.get(), ms, guarded); });
+            y = att_add(v, scratch[vs_at + ic], y.get(), guarded);
         });
         ys.set(d, y.get());
     });
@@ -596,9 +694,16 @@ Build build_for(const Gpu& card, bool native_fma) {
     return b;
 }
 
+Build guarded(const Build& exact) {
+    Build b = exact;
+    if (b.float_modes & SOFT_F32) b.float_modes = (b.float_modes & ~uint32_t(SOFT_F32)) | GUARD_F32;
+    return b;
+}
+
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm},
+        {"sum_squares", 2, 1, NORM_LOCAL, sum_squares},
         {"prep_act", 5, 3, 128, prep_act},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},

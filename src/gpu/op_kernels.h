@@ -60,9 +60,21 @@ struct OpKernel {
 // One workgroup per head (NH query heads, then NKV key heads with their values).
 // attention: q (0), k cache (1), v cache (2), state (3), scratch (4: 3·NH·n_ctx), out (5);
 // push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
+// sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
+// rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
 const std::vector<OpKernel>& op_kernels();
 const OpKernel& op_kernel(const std::string& name);
+
+// A card without DenormPreserve for f32 gets two builds of every kernel: the exact one (SOFT_F32,
+// every f32 operation through double) and the fast one this returns (GUARD_F32: plain f32, and a
+// flag, in one more storage buffer after the kernel's bindings, raised wherever a subnormal might
+// have been flushed). A run whose flag is down gave the exact bits; one whose flag is up is run
+// again with the exact build. A card that keeps subnormals needs no guard: `exact` itself.
+Build guarded(const Build& exact);
+inline bool has_guard(const Build& b) { return (b.float_modes & shader::GUARD_F32) != 0; }
+// The storage buffers a kernel of this build binds (the guard's flag last).
+inline uint32_t bindings(const OpKernel& k, const Build& b) { return k.bindings + (has_guard(b) ? 1 : 0); }
 
 // The Q1_0 lane-product table's floats for an activation of n values (padded to whole chunks of
 // the Q1_0 kernels, zero past n: kernels.h, binding 3).

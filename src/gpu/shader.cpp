@@ -1,5 +1,6 @@
 #include "gpu/shader.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -23,6 +24,7 @@ static F32 soft_add(F32 a, F32 b);
 static F32 soft_mul(F32 a, F32 b);
 static Bool soft_cmp(uint16_t fop, F32 a, F32 b);
 static bool soft() { return cur().soft_f32; }
+static bool guarded() { return cur().guard_f32 && cur().unguarded == 0; }
 
 Shader& cur() {
     if (!g_cur) throw Error("shader: no shader is being written on this thread");
@@ -46,8 +48,10 @@ uint32_t type(K k) {
 Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f), prev_(g_cur) {
     g_cur = this;
     soft_f32 = (modes & SOFT_F32) != 0;
+    guard_f32 = !soft_f32 && (modes & GUARD_F32) != 0;
+    flush_f32 = !soft_f32 && (modes & FLUSH_F32) != 0;
     uses_f64 = uses_f64 || soft_f32;
-    modes &= ~uint32_t(SOFT_F32);
+    modes &= ~uint32_t(SOFT_F32 | GUARD_F32 | FLUSH_F32);
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
     if (!uses_f64) modes &= DENORM32 | SIGNED_ZERO32;
@@ -64,10 +68,18 @@ Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f),
             m.execution_mode(t.mode, {t.width});
         }
     m.begin_main();
+    if (guard_f32) {
+        guard_flag = m.local_var(m.t_bool());
+        m.store(guard_flag, m.c_bool(false));
+    }
 }
 Shader::~Shader() { g_cur = prev_; }
 
 std::vector<uint32_t> Shader::finish() {
+    if (guard_f32) {
+        Arr<K::u32> flag = buffer<K::u32>(next_binding, false, "subnormal_flag");
+        if_(Bool(m.load(m.t_bool(), guard_flag)), [&] { flag.set(u32c(0), u32c(1)); });
+    }
     m.end_main();
     return m.words();
 }
@@ -78,19 +90,61 @@ F32 f32c(float v) { return F32(mod().c_f32(v)); }
 F64 f64c(double v) { return F64(mod().c_f64(v)); }
 Bool boolc(bool v) { return Bool(mod().c_bool(v)); }
 
+void guard(Bool c) {
+    if (!guarded()) return;
+    Module& m = mod();
+    uint32_t f = cur().guard_flag;
+    m.store(f, op(OpLogicalOr, m.t_bool(), {m.load(m.t_bool(), f), c.id}));
+}
+Unguarded::Unguarded() { ++cur().unguarded; }
+Unguarded::~Unguarded() { --cur().unguarded; }
+
+// guard_f32's tests, on the bits alone (a card that flushes subnormals may compare them as zero).
+static Bool exp_zero(F32 x) { return (bits(x) & 0x7f800000u) == 0u; }  // zero or subnormal
+static Bool nonzero(F32 x) { return (bits(x) & 0x7fffffffu) != 0u; }
+static Bool nan(F32 x) { return (bits(x) & 0x7fffffffu) > 0x7f800000u; }
+// What the guard flags where a value enters: a subnormal, or a NaN (x86 and a card may differ in a
+// NaN's sign and payload, so a NaN is left to the exact build, which gives x86's).
+static Bool subnormal(F32 x) { return exp_zero(x) && nonzero(x); }
+static Bool odd_value(F32 x) { return subnormal(x) || nan(x); }
+// FLUSH_F32: a subnormal becomes the zero of its sign, a NaN one canonical NaN (as NVIDIA's cards
+// give them).
+static F32 ftz(F32 x) {
+    if (!cur().flush_f32) return x;
+    U32 b(op(OpBitcast, type(K::u32), {x.id}));
+    U32 z = b & 0x80000000u;
+    return F32(op(OpBitcast, type(K::f32), {select(nan(x), u32c(0x7fffffffu), select(exp_zero(x), z, b)).id}));
+}
+// Below twice the smallest normal and not zero: what a correction step next to it may have met.
+static Bool near_subnormal(F32 x) { return (bits(x) & 0x7f800000u) <= 0x00800000u && nonzero(x); }
+
 template <K k> V<k> operator+(V<k> a, V<k> b) {
-    if constexpr (k == K::f32)
+    if constexpr (k == K::f32) {
         if (soft()) return soft_add(a, b);
+        F32 r = ftz(F32(op(OpFAdd, type(k), {a.id, b.id})));
+        // A zero or subnormal sum of inputs that are not both zero and not opposite: its exact
+        // value is a subnormal.
+        if (guarded()) guard((exp_zero(r) && (nonzero(a) || nonzero(b)) && bits(a) != (bits(b) ^ 0x80000000u)) || nan(r));
+        return r;
+    }
     return V<k>(op(is_float(k) ? OpFAdd : OpIAdd, type(k), {a.id, b.id}));
 }
 template <K k> V<k> operator-(V<k> a, V<k> b) {
-    if constexpr (k == K::f32)
+    if constexpr (k == K::f32) {
         if (soft()) return soft_add(a, -b);
+        F32 r = ftz(F32(op(OpFSub, type(k), {a.id, b.id})));
+        if (guarded()) guard((exp_zero(r) && (nonzero(a) || nonzero(b)) && bits(a) != bits(b)) || nan(r));
+        return r;
+    }
     return V<k>(op(is_float(k) ? OpFSub : OpISub, type(k), {a.id, b.id}));
 }
 template <K k> V<k> operator*(V<k> a, V<k> b) {
-    if constexpr (k == K::f32)
+    if constexpr (k == K::f32) {
         if (soft()) return soft_mul(a, b);
+        F32 r = ftz(F32(op(OpFMul, type(k), {a.id, b.id})));
+        if (guarded()) guard((exp_zero(r) && nonzero(a) && nonzero(b)) || nan(r));
+        return r;
+    }
     return V<k>(op(is_float(k) ? OpFMul : OpIMul, type(k), {a.id, b.id}));
 }
 template <K k> V<k> operator-(V<k> a) {
@@ -163,7 +217,8 @@ F64 f64(F32 x) {
     return select(mag < 0x00800000u, sm, hw);
 }
 F32 f32(F64 x) {
-    F32 hw(op(OpFConvert, type(K::f32), {x.id}));
+    F32 hw = ftz(F32(op(OpFConvert, type(K::f32), {x.id})));
+    if (guarded()) guard((exp_zero(hw) && x != f64c(0.0)) || nan(hw));
     if (!soft()) return hw;
     // Below the smallest normal float: the subnormal's mantissa is |x|·2^149 rounded to nearest
     // even (exact scaling; 2^23 becomes the smallest normal by itself), the sign put back.
@@ -179,7 +234,11 @@ F32 f32(F64 x) {
 F32 f32(I32 x) { return F32(op(OpConvertSToF, type(K::f32), {x.id})); }
 I32 i32(F32 x) { return I32(op(OpConvertFToS, type(K::i32), {x.id})); }
 U32 bits(F32 x) { return U32(op(OpBitcast, type(K::u32), {x.id})); }
-F32 f32_bits(U32 x) { return F32(op(OpBitcast, type(K::f32), {x.id})); }
+F32 f32_bits(U32 x) {
+    F32 r(op(OpBitcast, type(K::f32), {x.id}));
+    if (guarded()) guard(odd_value(r));
+    return ftz(r);
+}
 I32 as_i32(U32 x) { return I32(op(OpBitcast, type(K::i32), {x.id})); }
 U32 as_u32(I32 x) { return U32(op(OpBitcast, type(K::u32), {x.id})); }
 UVec2 bits(F64 x) { return UVec2(op(OpBitcast, type(K::u2), {x.id})); }
@@ -228,7 +287,15 @@ template <K k> V<k> Arr<k>::operator[](U32 i) const {
     Module& m = mod();
     uint32_t p = buffer ? m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, m.c_u32(0), i.id})
                         : m.op(OpAccessChain, m.t_ptr(storage, type(k)), {var, i.id});
-    return V<k>(m.load(type(k), p));
+    V<k> v(m.load(type(k), p));
+    // What a kernel reads from its buffers enters guarded; workgroup values were made by guarded
+    // operations.
+    if constexpr (k == K::f32)
+        if (buffer) {
+            if (guarded()) guard(odd_value(v));
+            return ftz(v);
+        }
+    return v;
 }
 template <K k> void Arr<k>::set(U32 i, V<k> v) const {
     Module& m = mod();
@@ -237,6 +304,7 @@ template <K k> void Arr<k>::set(U32 i, V<k> v) const {
     m.store(p, v.id);
 }
 template <K k> Arr<k> buffer(uint32_t binding, bool read_only, const std::string& name) {
+    cur().next_binding = std::max(cur().next_binding, binding + 1);
     uint32_t stride = k == K::f64 || k == K::u2 ? 8 : 4;
     return Arr<k>{mod().storage_buffer(type(k), binding, read_only, name, stride), StorageStorageBuffer, true};
 }
@@ -330,7 +398,19 @@ static F32 soft_add(F32 a, F32 b) {
 
 F32 fma_f32(F32 a, F32 b, F32 c) {
     // A card that flushes subnormals flushes them in its Fma too: soft f32 takes the exact path.
-    if (cur().fma == Fma::native && !soft()) return F32(ext(type(K::f32), GlslFma, {a.id, b.id, c.id}));
+    if (cur().fma == Fma::native && !soft()) {
+        F32 r = ftz(F32(ext(type(K::f32), GlslFma, {a.id, b.id, c.id})));
+        if (guarded()) {
+            // A subnormal result; or a product below twice the smallest normal (exponents summing
+            // below 129) in a result below 2^-100: the one place a flushed product could move the
+            // rounding (past 2^-100 the result's half ulp is more than four such products, and c,
+            // the only other term, is exact).
+            U32 ea = (bits(a) >> 23) & 0xffu, eb = (bits(b) >> 23) & 0xffu;
+            guard((exp_zero(r) && ((nonzero(a) && nonzero(b)) || nonzero(c))) ||
+                  (nonzero(a) && nonzero(b) && ea + eb < u32c(129) && (bits(r) & 0x7f800000u) < u32c(27u << 23)) || nan(r));
+        }
+        return r;
+    }
     F64 p = f64(a) * f64(b);  // exact: 48 bits
     auto [s, e] = two_sum(p, f64(c));
     // Infinities and NaN: the plain sum says what IEEE's fma says.
@@ -405,9 +485,17 @@ F32 div_exact(F32 a, F32 b) {
     F32 q0 = f32(qd);
     Bool special = x == f32c(0.0f) || y == f32c(0.0f) || !(bits(x) < 0x7f800000u) || !(bits(y) < 0x7f800000u);
     // q < m  <=>  x < m·y, exact: m has 25 bits, y 24.
-    F32 q = correct(q0, [&](F64 m) { return xd < m * yd; }, [&](F64 m) { return xd > m * yd; });
-    F32 r = select(special, q0, q);
-    return f32_bits(bits(r) | sign);
+    F32 q, r;
+    {
+        // The correction steps next to a subnormal quotient are not exact on a card that
+        // flushes; guard_f32 flags every quotient that small instead.
+        Unguarded u;
+        q = correct(q0, [&](F64 m) { return xd < m * yd; }, [&](F64 m) { return xd > m * yd; });
+        r = select(special, q0, q);
+        r = f32_bits(bits(r) | sign);
+    }
+    guard((((bits(r) & 0x7f800000u) <= 0x00800000u) && nonzero(x) && bits(y) < 0x7f800000u) || nan(r));
+    return r;
 }
 
 F32 sqrt_exact(F32 x) {
@@ -415,9 +503,15 @@ F32 sqrt_exact(F32 x) {
     F64 rd = F64(ext(type(K::f64), GlslSqrt, {xd.id}));
     F32 r0 = f32(rd);
     Bool special = !(x > f32c(0.0f)) || !(bits(x) < 0x7f800000u);
-    // r < m  <=>  x < m², exact: m has 25 bits.
-    F32 r = correct(r0, [&](F64 m) { return xd < m * m; }, [&](F64 m) { return xd > m * m; });
-    return select(special, r0, r);
+    // r < m  <=>  x < m², exact: m has 25 bits (the root of a normal float is never subnormal).
+    F32 res;
+    {
+        Unguarded u;
+        F32 r = correct(r0, [&](F64 m) { return xd < m * m; }, [&](F64 m) { return xd > m * m; });
+        res = select(special, r0, r);
+    }
+    guard(nan(res));
+    return res;
 }
 
 F32 mean_f32(F64 s, U32 n) {
@@ -437,8 +531,13 @@ F32 mean_f32(F64 s, U32 n) {
     };
     auto below = [&](F64 m) { return s - m * nd < -half_ulp_n(m); };
     auto above = [&](F64 m) { return s - m * nd > half_ulp_n(m); };
-    F32 f = correct(f0, below, above);
-    return select(s == f64c(0.0), f32c(0.0f), f);
+    F32 f;
+    {
+        Unguarded u;
+        f = select(s == f64c(0.0), f32c(0.0f), correct(f0, below, above));
+    }
+    guard(near_subnormal(f) || (bits(f) == 0u && s != f64c(0.0)) || nan(f));
+    return f;
 }
 
 U32 f16_bits(F32 x) {
@@ -477,7 +576,7 @@ const uint64_t EXP2F_TABLE[32] = {
     0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
 
-F32 expf_libm(F32 x, bool fused) {
+F32 expf_libm(F32 x, bool fused, bool tiny_floor) {
     const double InvLn2N = 0x1.71547652b82fep+0 * 32, SHIFT = 0x1.8p+52;
     const double C0 = 0x1.c6af84b912394p-5 / (32.0 * 32 * 32), C1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32),
                  C2 = 0x1.62e42ff0c52d6p-1 / 32;
@@ -499,12 +598,26 @@ F32 expf_libm(F32 x, bool fused) {
     F64 y = fma(f64c(C2), r, f64c(1.0));
     y = fma(z, r2, y);
     y = y * sc;
-    F32 main = f32(y);
+    F32 main;
+    {
+        // Computed for every x and discarded below -103.97 (and for the special values): guarded
+        // below only where it is the result.
+        Unguarded u;
+        main = f32(y);
+    }
+    Bool tiny = ((bits(x) >> 20) & 0x7ffu) < 0x7f8u && !(x < f32c(-0x1.9fe368p6f)) && y < f64c(0x1p-126);
+    if (tiny_floor && guarded()) {
+        Unguarded u;
+        main = select(tiny, f32_bits(u32c(0x00800000u)), main);
+    } else {
+        guard(tiny);
+    }
     // The special cases, by the top 12 bits of x as glibc tests them.
     U32 xb = bits(x);
     U32 abstop = (xb >> 20) & 0x7ffu;
     // x + x for NaN and +inf, from the bits: x86 quiets a NaN and keeps its payload, where Vulkan
     // leaves NaN results to the card (some return one canonical NaN).
+    Unguarded u;  // x itself entered guarded
     F32 twice = f32_bits(xb | select((xb & 0x7fffffffu) > 0x7f800000u, u32c(0x00400000u), u32c(0)));
     F32 big = select(xb == 0xff800000u, f32c(0.0f),
                      select(abstop >= 0x7f8u, twice,

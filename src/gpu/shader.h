@@ -45,8 +45,13 @@ uint32_t type(K k);
 // (kernels::probe_native_fma), else through double with round-to-odd (exact on every card with
 // correctly rounded double adds and multiplies).
 enum class Fma { exact, native };
-// SOFT_F32 asks for Shader::soft_f32 (for a card without DENORM32).
-enum FloatModes : uint32_t { DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8, SOFT_F32 = 16 };
+// SOFT_F32 asks for Shader::soft_f32 and GUARD_F32 for Shader::guard_f32 (two answers for a card
+// without DENORM32: exact always, or fast with a flag that says when to run the exact one).
+// FLUSH_F32 (tests): plain f32 results and loads flushed to zero where subnormal, as a card without
+// DenormPreserve may do, so that a card that keeps subnormals shows what the guard must catch.
+enum FloatModes : uint32_t {
+    DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8, SOFT_F32 = 16, GUARD_F32 = 32, FLUSH_F32 = 64
+};
 
 class Shader {
 public:
@@ -64,12 +69,31 @@ public:
     // Every f32 operation through double, subnormal results rounded by integers: for cards that
     // flush f32 subnormals (they offer no DenormPreserve for 32 bits).
     bool soft_f32 = false;
+    // Plain f32 arithmetic, and a flag raised wherever a card that flushes subnormals might differ
+    // from IEEE: a subnormal loaded or made from bits, or an operation whose exact result lies
+    // below the smallest normal (flushed or not). finish() adds a storage buffer at the binding
+    // after the kernel's last one and writes 1 into its word 0 when any invocation raised the
+    // flag; the kernel's outputs are then not to be used (the soft_f32 build gives them exactly).
+    bool guard_f32 = false;
+    bool flush_f32 = false;      // FLUSH_F32, for plain f32 (guarded or not)
+    uint32_t guard_flag = 0;     // the function variable (bool) holding the flag
+    uint32_t next_binding = 0;   // one past the highest binding the kernel declared
+    int unguarded = 0;           // > 0: values computed and then discarded (see Unguarded)
     uint32_t push_var = 0, local_var = 0, group_var = 0, global_var = 0;  // made on first use
     // The module's words (closes main).
     std::vector<uint32_t> finish();
 
 private:
     Shader* prev_;
+};
+
+// guard_f32: raise the flag where `c` holds (a no-op in other modes).
+void guard(V<K::b> c);
+// While one lives, guard_f32 raises no flag: for values a kernel computes and may discard (both
+// sides of a select); the kernel guards what it keeps.
+struct Unguarded {
+    Unguarded();
+    ~Unguarded();
 };
 
 // Constants.
@@ -207,7 +231,10 @@ U32 f16_bits(F32 x);
 // An f16 (low 16 bits) widened exactly.
 F32 f16_value(U32 h);
 // expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).
-F32 expf_libm(F32 x, bool fused);
+// tiny_floor (guard_f32 only): a result below the smallest normal float (x between -103.97 and
+// -87.34) comes back as the smallest normal, unflagged: for callers whose results do not depend
+// on such a value beyond its being a positive one below 2^-126.
+F32 expf_libm(F32 x, bool fused, bool tiny_floor = false);
 // glibc's expf table (e_exp2f_data.c, N = 32): 2^(i/32) as 64-bit patterns, shared with the C++
 // twin (ops::expf_libm_ref).
 extern const uint64_t EXP2F_TABLE[32];

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 
 #include "core/error.h"
@@ -59,9 +60,17 @@ struct GpuForward::Impl {
     gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
     gpu::Buffer kc, vc;
     gpu::Buffer logits;   // [n_vocab] host-cached
+    gpu::Buffer flag;     // [1] the guarded kernels' subnormal flag
     std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
     CardMatrix out_w;
-    gpu::Sequence seq;
+    // The token: `seq` with the fast build; where that is the guarded one, `exact_seq` with the
+    // exact build runs the token again whenever the guard's flag is up.
+    gpu::Sequence seq, exact_seq;
+    bool replayable = false;
+    size_t tokens = 0, replays = 0;
+    // After a replay the next EXACT_AFTER_FLAG tokens run the exact build directly.
+    static constexpr size_t EXACT_AFTER_FLAG = 64;
+    size_t exact_next = 0;
 
     // BANKML_GPU_PROFILE=1: each step's card time, summed by kernel and printed at the end.
     bool profile = false;
@@ -74,17 +83,35 @@ struct GpuForward::Impl {
 
     Impl(gpu::Gpu g, const Hparams& h, int ctx) : gpu(std::move(g)), hp(h), n_ctx(ctx), name(gpu.name()) {}
 
-    go::Build build;
-    // A kernel's pipeline, made on first use: the sequence builds only the kernels it dispatches.
+    go::Build build;  // the one being recorded: fast, or exact
+    go::Build fast, exact;
+    // A kernel's pipeline, made on first use: the sequences build only the kernels they dispatch.
     const gpu::Pipeline& pipe(const std::string& n) {
-        auto it = pipes.find(n);
+        // The Q1_0 products (made in the constructor) have one build; the op kernels a guarded one.
+        const std::string key = n + (go::has_guard(build) ? "/guarded" : "");
+        auto it = pipes.find(key);
         if (it != pipes.end()) return it->second;
+        if (it = pipes.find(n); it != pipes.end() && n.rfind("q1_0_", 0) == 0) return it->second;
         const go::OpKernel& k = go::op_kernel(n);
-        return pipes.emplace(n, gpu.pipeline(k.build(build), k.bindings, k.push_words * 4)).first->second;
+        return pipes.emplace(key, gpu.pipeline(k.build(build), go::bindings(k, build), k.push_words * 4)).first->second;
+    }
+    // An op kernel's step; a guarded kernel also binds the flag (profiling: a flag of its own, so
+    // the profile can say which kernels raised it).
+    std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
+    std::map<std::string, size_t> flags_by_kernel;
+    gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
+        if (go::has_guard(build) && profile) {
+            step_flags.emplace_back(gpu.readback_buffer(16), n);
+            std::memset(step_flags.back().first.mapped, 0, 16);
+            bufs.push_back(&step_flags.back().first);
+        } else if (go::has_guard(build)) {
+            bufs.push_back(&flag);
+        }
+        return {&pipe(n), std::move(bufs), std::move(push), groups};
     }
     std::string pipe_name(const gpu::Pipeline* p) const {
         for (const auto& [n, q] : pipes)
-            if (q.id == p->id) return n;
+            if (q.id == p->id) return n.substr(0, n.find('/'));
         return "?";
     }
 
@@ -144,16 +171,16 @@ struct GpuForward::Impl {
                 return {&pipe(n), {&w.a, &w.b, &d8, &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
             }
             case gguf::Type::Q2_0:
-                return {&pipe("q2_0_mat_vec"), {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8};
+                return op("q2_0_mat_vec", {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8);
             default:
-                return {&pipe("f16_mat_vec"), {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8};
+                return op("f16_mat_vec", {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);
         }
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
-        return {&pipe("prep_act"), {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32)};
+        return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
     }
     gpu::Step norm(uint32_t w_off, bool residual) {
-        return {&pipe("rms_norm"), {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1};
+        return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
     }
 };
 
@@ -169,7 +196,12 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.q1_0_native = q1_0_native;
 
     // Pipelines: the Q1_0 product's variants now, the op kernels as the sequence first uses them.
-    d.build = build;
+    // A card that needs soft f32 runs the guarded build, and the exact one when its flag is up;
+    // BANKML_GPU_EXACT_F32=1 runs the exact build on every token (for measuring the guard's gain).
+    d.exact = build;
+    d.fast = go::guarded(build);
+    if (const char* e = std::getenv("BANKML_GPU_EXACT_F32"); e && std::string(e) == "1") d.fast = build;
+    d.replayable = go::has_guard(d.fast);
     const kn::FmaPath path = q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact;
     for (uint32_t per : kn::MAT_VEC8_PERS)
         d.pipes[kn::kernel_name(true, path, per)] = d.gpu.pipeline(kn::q1_0_mat_vec8(path, per), kn::Q1_0_BINDINGS, kn::Q1_0_PUSH_BYTES);
@@ -220,21 +252,27 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.vc = d.gpu.buffer(L * layer_words * 4);
     d.cache = d.kc.bytes + d.vc.bytes;
     d.logits = d.gpu.readback_buffer(V * 4);
+    d.flag = d.gpu.readback_buffer(16);
+    std::memset(d.flag.mapped, 0, 16);
 
-    // The token, recorded once.
-    std::vector<gpu::Step> s;
+    const char* prof = std::getenv("BANKML_GPU_PROFILE");
+    d.profile = prof && std::string(prof) == "1";
+
+    // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
+    auto token = [&]() {
+    std::vector<gpu::Step> s;
     for (size_t l = 0; l < L; ++l) {
         s.push_back(d.norm(offs[l].attn, l > 0));
         s.push_back(d.prep(d.xn, E));
         s.push_back(d.product(d.qkv_w[l], d.qkv));
-        s.push_back({&d.pipe("head_norm_rope"), {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
-                     {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
-                      (uint32_t)C, fbits(hp.rms_eps)},
-                     (uint32_t)(NH + NKV)});
-        s.push_back({&d.pipe("attention"), {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.att},
-                     {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
-                     (uint32_t)NH});
+        s.push_back(d.op("head_norm_rope", {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
+                         {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
+                          (uint32_t)C, fbits(hp.rms_eps)},
+                         (uint32_t)(NH + NKV)));
+        s.push_back(d.op("attention", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.att},
+                         {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
+                         (uint32_t)NH));
         s.push_back(d.prep(d.att, NQ));
         s.push_back(d.product(d.wo_w[l], d.o));
         s.push_back(d.norm(offs[l].ffn, true));
@@ -246,10 +284,27 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     s.push_back(d.norm(out_norm, true));
     s.push_back(d.prep(d.xn, E));
     s.push_back(d.product(d.out_w, d.logits));
-    const char* prof = std::getenv("BANKML_GPU_PROFILE");
-    d.profile = prof && std::string(prof) == "1";
+    return s;
+    };
+    d.build = d.fast;
+    std::vector<gpu::Step> s = token();
+    // BANKML_GPU_PROFILE_SKIP=rms_norm,attention (measuring only): the token without those
+    // kernels, whose time is then the difference. Its logits are wrong; it never replays.
+    if (const char* skip = std::getenv("BANKML_GPU_PROFILE_SKIP"); skip && *skip) {
+        const std::string list = "," + std::string(skip) + ",";
+        std::vector<gpu::Step> kept;
+        for (const gpu::Step& st : s)
+            if (list.find("," + d.pipe_name(st.pipeline) + ",") == std::string::npos) kept.push_back(st);
+        s = std::move(kept);
+        d.replayable = false;
+        std::fprintf(stderr, "bankml: GPU: BANKML_GPU_PROFILE_SKIP leaves %s out of the token (its logits are wrong)\n", skip);
+    }
     for (const gpu::Step& st : s) d.step_names.push_back(d.pipe_name(st.pipeline));
     d.seq = d.gpu.record(s, d.profile);
+    if (d.replayable) {
+        d.build = d.exact;
+        d.exact_seq = d.gpu.record(token(), false);
+    }
 }
 
 GpuForward::~GpuForward() {
@@ -261,11 +316,14 @@ GpuForward::~GpuForward() {
     for (const auto& [n, us] : d.profile_us)
         std::fprintf(stderr, "  %-24s %9.1f us  %5.1f %%\n", n.c_str(), us / double(d.profiled_tokens), 100.0 * us / total);
     std::fprintf(stderr, "  %-24s %9.1f us\n", "total", total / double(d.profiled_tokens));
+    if (d.replayable)
+        std::fprintf(stderr, "  guarded f32: %zu of %zu tokens ran again with the exact kernels (a subnormal)\n", d.replays, d.tokens);
+    for (const auto& [n, c] : d.flags_by_kernel) std::fprintf(stderr, "    %s raised the flag in %zu tokens\n", n.c_str(), c);
 }
 
 void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     Impl& d = *d_;
-    if (d.inject_at >= 0 && d.inject_at-- == 0) {
+    if (d.inject_at >= 0 && d.inject_what != "subnormal" && d.inject_at-- == 0) {
         const std::string w = d.inject_what;
         if (w == "device lost") throw Error("vkQueueSubmit failed: VK_ERROR_DEVICE_LOST (injected)");
         if (w == "out of memory") throw Error("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (injected)");
@@ -278,12 +336,42 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     st[go::STATE_POS] = (uint32_t)pos;
     st[go::STATE_NKV] = (uint32_t)pos + 1;
     std::memcpy(st + go::STATE_ROPE, cs, D * 4);
+    ++d.tokens;
+    if (d.replayable && d.exact_next > 0) {
+        // A recent token met a subnormal: its neighbours likely do too, so the exact build runs
+        // them directly for a while rather than twice.
+        --d.exact_next;
+        d.gpu.submit(d.exact_seq);
+        d.gpu.wait();
+        if (logits) std::memcpy(logits, d.logits.mapped, (size_t)d.hp.n_vocab * 4);
+        return;
+    }
     d.gpu.submit(d.seq);
     d.gpu.wait();
     if (d.profile) {
         const std::vector<double> us = d.gpu.step_us();
         for (size_t i = 0; i < us.size() && i < d.step_names.size(); ++i) d.profile_us[d.step_names[i]] += us[i];
         d.profiled_tokens += !us.empty();
+    }
+    uint32_t* flag = static_cast<uint32_t*>(d.flag.mapped);
+    if (d.inject_at >= 0 && d.inject_what == "subnormal" && d.inject_at-- == 0) *flag = 1;
+    std::map<std::string, bool> raised;
+    for (auto& [b, n] : d.step_flags) {
+        uint32_t* f = static_cast<uint32_t*>(b.mapped);
+        if (*f) raised[n] = true, *flag = 1;
+        *f = 0;
+    }
+    for (const auto& [n, r] : raised) d.flags_by_kernel[n] += r;
+    if (d.replayable && *flag) {
+        // The guarded kernels met a subnormal: the token again, exactly. The norms added into x
+        // in place; everything else the token writes (this position's cache rows included) is
+        // written again.
+        *flag = 0;
+        ++d.replays;
+        d.exact_next = Impl::EXACT_AFTER_FLAG;
+        std::memcpy(d.x.mapped, x, E * 4);
+        d.gpu.submit(d.exact_seq);
+        d.gpu.wait();
     }
     if (logits) std::memcpy(logits, d.logits.mapped, (size_t)d.hp.n_vocab * 4);
 }
@@ -292,6 +380,9 @@ const std::string& GpuForward::device() const { return d_->name; }
 uint64_t GpuForward::weight_bytes() const { return d_->weights; }
 uint64_t GpuForward::cache_bytes() const { return d_->cache; }
 size_t GpuForward::dispatches() const { return d_->seq.steps; }
+size_t GpuForward::tokens() const { return d_->tokens; }
+size_t GpuForward::replays() const { return d_->replays; }
+bool GpuForward::guarded() const { return d_->replayable; }
 void GpuForward::inject_failure(int at, const std::string& what) {
     d_->inject_at = at;
     d_->inject_what = what;

@@ -45,8 +45,14 @@ public:
     uint64_t cache_bytes() const;
     // Dispatches per token.
     size_t dispatches() const;
+    // Whether the token runs the guarded build (a card that flushes f32 subnormals), the tokens
+    // run, and how many of them ran again with the exact build because the guard's flag was up.
+    bool guarded() const;
+    size_t tokens() const;
+    size_t replays() const;
     // Tests: the step numbered `at` (0: the next) fails as `what` says ("device lost", "out of
-    // memory", "submit") before it reaches the card.
+    // memory", "submit") before it reaches the card, or ("subnormal") raises the guard's flag
+    // after its guarded run, so that the exact build runs it again.
     void inject_failure(int at, const std::string& what);
 
     struct Impl;

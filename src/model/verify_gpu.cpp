@@ -97,7 +97,7 @@ public:
         if (size_t need = workgroup_bytes(words); lim.max_shared_bytes < need)
             refuse("needs " + std::to_string(need) + " bytes of workgroup memory, the card offers " +
                    std::to_string(lim.max_shared_bytes));
-        return pipes_.emplace(name, gpu_.pipeline(words, k.bindings, k.push_words * 4)).first->second;
+        return pipes_.emplace(name, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4)).first->second;
     }
 
     // A buffer holding `w` (at least one word), freed with the runner.
@@ -129,9 +129,17 @@ public:
     double run(const std::string& name, std::initializer_list<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
         const gpu::Pipeline& p = pipe(name);
         std::vector<const gpu::Buffer*> b(bufs);
+        gpu::Buffer* flag = nullptr;
+        if (go::has_guard(build_)) {
+            flag = poisoned(1);
+            *static_cast<uint32_t*>(flag->mapped) = 0;
+            b.push_back(flag);
+        }
         auto t0 = std::chrono::steady_clock::now();
         gpu_.run(p, b, push, groups);
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        flagged_ = flag && read(*flag, 1)[0] != 0;
+        return ms;
     }
 
     // Every word of every output against the CPU's; throws on the first difference.
@@ -147,6 +155,14 @@ public:
                 if (o.got[i] != o.want[i])
                     diff = std::string(o.what) + "[" + std::to_string(i) + "] differs (card " + show(o.got[i], o.kind) +
                            ", CPU " + show(o.want[i], o.kind) + ")";
+            if (!diff.empty() && flagged_) {
+                // The guard saw a subnormal: the forward pass would not use these outputs (it runs
+                // the exact build instead), so a difference here is allowed.
+                if (opt_.checks) opt_.checks->push_back({kernel + guard_suffix(), shape, words, true, ms});
+                lines.push_back(kernel + guard_suffix() + " " + shape + ": flagged a subnormal (the exact build runs instead)");
+                ++flagged_checks;
+                return;
+            }
             if (!diff.empty()) {
                 if (opt_.checks) opt_.checks->push_back({kernel, shape, words, false, ms});
                 // Every kernel is still tried, so one run names all that differ.
@@ -154,11 +170,19 @@ public:
                 return;
             }
         }
-        if (opt_.checks) opt_.checks->push_back({kernel, shape, words, true, ms});
-        char line[256];
-        std::snprintf(line, sizeof line, "%s %s: %zu of %zu words bit-exact, %.2f ms", kernel.c_str(), shape.c_str(), words, words, ms);
+        if (opt_.checks) opt_.checks->push_back({kernel + guard_suffix(), shape, words, true, ms});
+        char line[320];
+        std::snprintf(line, sizeof line, "%s%s %s: %zu of %zu words bit-exact%s, %.2f ms", kernel.c_str(), guard_suffix().c_str(),
+                      shape.c_str(), words, words, flagged_ ? " (flagged)" : "", ms);
         lines.push_back(line);
+        if (flagged_) ++flagged_checks;
+        else if (go::has_guard(build_) && shape.find("(random") != std::string::npos) ++random_unflagged;
     }
+    // The guarded build's name suffix in lines and checks.
+    std::string guard_suffix() const { return go::has_guard(build_) ? " (guarded f32)" : ""; }
+
+    size_t flagged_checks = 0;    // guarded runs that raised the flag
+    size_t random_unflagged = 0;  // guarded runs on random data that did not (the fast path is taken)
 
 private:
     gpu::Gpu& gpu_;
@@ -166,6 +190,7 @@ private:
     const VerifyOpsOptions& opt_;
     std::map<std::string, gpu::Pipeline> pipes_;
     std::deque<gpu::Buffer> live_;
+    bool flagged_ = false;  // the last run's guard flag
 };
 
 using Rng = std::mt19937_64;
@@ -204,6 +229,12 @@ void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x,
         else if (kind == "last place") v = i == 0 || i % 211 == 0 ? 1.0f : uniform(r, 0.7f, 1.5f) * 0x1p-26f;
         // Squares below float's normal range (subnormal or zero), and subnormal values.
         else if (kind == "subnormal squares") v = i % 5 == 0 ? bitsf(uint32_t(r() % 0x7fffff + 1) | (r() % 2 ? 0x80000000u : 0)) : spread(r, -90, -62);
+        // With the sum in [2, 4) (its last place 2^-51), (m·2^-26)² = m²·2^-52 for an odd m lies
+        // exactly halfway between two multiples: a tie at every such square.
+        else if (kind == "ties") v = i == 0 ? 1.5f : float(2 * uniform_int(r, 0, 40) + 1) * 0x1p-26f;
+        else if (kind == "some ties") v = i == 0 ? 1.5f : i % 8 == 0 ? float(2 * uniform_int(r, 0, 40) + 1) * 0x1p-26f : normal(r) * 0x1p-14f;
+        // A few large activations among many small ones (most squares below the sum's last place).
+        else if (kind == "large few") v = i % 97 == 3 ? normal(r) * 300.0f : normal(r) * 0.02f;
         else if (kind == "zeros") v = i % 2 ? -0.0f : 0.0f;
         else if (kind == "equal") v = 0.1f;
         else if (kind == "residual random") v = normal(r), add[i] = normal(r);
@@ -218,7 +249,7 @@ void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x,
 void verify_rms_norm(Runner& R, Rng& rng, bool full) {
     std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 12288} : std::vector<size_t>{1000, 4224};
     const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                           "zeros", "equal", "residual random", "residual cancel", "residual spread"};
+                           "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"};
     const float eps = 1e-6f;
     const uint32_t w_off = 5;
     for (size_t n : ns)
@@ -237,6 +268,28 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
             std::vector<Out> outs{{"y", Runner::read(*by, n), words_of(y), Word::f32}};
             if (residual) outs.push_back({"x", Runner::read(*bx, n), words_of(xc), Word::f32});
             R.check("rms_norm", "1×" + std::to_string(n) + " (" + kind + ")", ms, std::move(outs));
+            R.release();
+        }
+}
+
+// The norm's ordered double sum alone, every bit of it, on the norm's data (a norm's float output
+// moves only when its sum moves by a large part of a float's last place).
+void verify_sum_squares(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{128, 2048, 4096, 12288} : std::vector<size_t>{128, 1000, 4224};
+    const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
+                           "ties", "some ties", "large few", "zeros", "equal"};
+    for (size_t n : ns)
+        for (const char* kind : kinds) {
+            std::vector<float> x, add;
+            norm_data(rng, kind, n, x, add);
+            double sum = 0.0;
+            for (float v : x) sum += (double)(v * v);
+            uint64_t sb;
+            std::memcpy(&sb, &sum, 8);
+            gpu::Buffer *bx = R.upload(words_of(x)), *bo = R.poisoned(2);
+            double ms = R.run("sum_squares", {bx, bo}, {uint32_t(n)}, 1);
+            R.check("sum_squares", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                    {{"sum", Runner::read(*bo, 2), {uint32_t(sb), uint32_t(sb >> 32)}, Word::i32}});
             R.release();
         }
 }
@@ -629,38 +682,63 @@ size_t workgroup_bytes(const std::vector<uint32_t>& m) {
 
 std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
     std::vector<std::pair<std::string, std::vector<uint32_t>>> out;
+    namespace sh = gpu::shader;
+    const uint32_t keep = sh::DENORM64 | sh::SIGNED_ZERO32 | sh::SIGNED_ZERO64;
+    const std::pair<const char*, uint32_t> modes[] = {{"", keep | sh::DENORM32}, {"_soft", keep | sh::SOFT_F32}, {"_guarded", keep | sh::GUARD_F32}};
     for (const go::OpKernel& k : go::op_kernels())
-        for (gpu::shader::Fma f : {gpu::shader::Fma::exact, gpu::shader::Fma::native}) {
-            go::Build b;
-            b.fma = f;
-            b.expf_fused = go::host_expf_fused();
-            b.float_modes = gpu::shader::DENORM32 | gpu::shader::DENORM64 | gpu::shader::SIGNED_ZERO32 | gpu::shader::SIGNED_ZERO64;
-            out.push_back({std::string(k.name) + (f == gpu::shader::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
-        }
+        for (const auto& [suffix, m] : modes)
+            for (sh::Fma f : {sh::Fma::exact, sh::Fma::native}) {
+                go::Build b;
+                b.fma = f;
+                b.expf_fused = go::host_expf_fused();
+                b.float_modes = m;
+                out.push_back({std::string(k.name) + suffix + (f == sh::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
+            }
     return out;
 }
 
-std::vector<std::string> verify_ops(gpu::Gpu& gpu, const go::Build& build, const VerifyOpsOptions& opt) {
-    if (!gpu.has_f64()) throw Error("the op kernels need shaderFloat64, which the card lacks", 2);
-    Runner R(gpu, build, opt);
+namespace {
+// Every kernel of one build; failures collected in R.
+void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     Rng rng(20261201);
     auto want = [&](const char* k) { return opt.only.empty() || opt.only == k; };
-    if (!opt.only.empty()) go::op_kernel(opt.only);  // a name that is no kernel is an error
     if (want("rms_norm")) verify_rms_norm(R, rng, opt.full);
+    if (want("sum_squares")) verify_sum_squares(R, rng, opt.full);
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
     if (want("f16_mat_vec")) verify_f16(R, rng, opt.full);
     if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
     if (want("attention")) verify_attention(R, rng, opt.full);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
-    if (want("expf")) verify_expf(R, rng, opt.full, opt.exhaustive);
-    if (!R.failures.empty()) {
-        std::string why = R.failures[0];
-        for (size_t i = 1; i < R.failures.size() && i < 6; ++i) why += "; " + R.failures[i];
-        if (R.failures.size() > 6) why += "; and " + std::to_string(R.failures.size() - 6) + " more";
+    if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
+}
+}  // namespace
+
+std::vector<std::string> verify_ops(gpu::Gpu& gpu, const go::Build& build, const VerifyOpsOptions& opt) {
+    if (!gpu.has_f64()) throw Error("the op kernels need shaderFloat64, which the card lacks", 2);
+    if (!opt.only.empty()) go::op_kernel(opt.only);  // a name that is no kernel is an error
+    Runner R(gpu, build, opt);
+    verify_build(R, opt, opt.exhaustive);
+    std::vector<std::string> lines = std::move(R.lines), failures = std::move(R.failures);
+    // A card that needs soft f32 runs the guarded build first: each of its runs must give the CPU's
+    // bits or raise its flag (every float once is for the exact build; the guarded one sees the
+    // special values and the boundaries).
+    const go::Build fast = go::guarded(build);
+    if (go::has_guard(fast) && failures.empty()) {
+        Runner G(gpu, fast, opt);
+        verify_build(G, opt, false);
+        lines.insert(lines.end(), G.lines.begin(), G.lines.end());
+        failures.insert(failures.end(), G.failures.begin(), G.failures.end());
+        lines.push_back("guarded f32: " + std::to_string(G.flagged_checks) + " runs flagged a subnormal (the exact build runs instead), " +
+                        std::to_string(G.random_unflagged) + " runs on random data gave the CPU's bits unflagged");
+    }
+    if (!failures.empty()) {
+        std::string why = failures[0];
+        for (size_t i = 1; i < failures.size() && i < 6; ++i) why += "; " + failures[i];
+        if (failures.size() > 6) why += "; and " + std::to_string(failures.size() - 6) + " more";
         throw Error(why, 2);
     }
-    return std::move(R.lines);
+    return lines;
 }
 
 }  // namespace bankml::model

@@ -7,6 +7,7 @@
 //   rms_norm        squares summed in double that round often (wide exponent spreads, a huge first
 //                   value then small ones, squares near the running sum's last place, subnormal
 //                   squares, zeros, equal values), with and without the residual add
+//   sum_squares     the norm's data (and rows of exact ties), every bit of the double sum
 //   prep_act        zero blocks, ties of x·id, subnormal and huge values, ties of the f16 rounding
 //   q2_0_mat_vec    random weights and scales against the CPU quantizer's Q8_0
 //   f16_mat_vec     random rows, and rows of f16 values over the whole exponent range
@@ -53,7 +54,8 @@ std::vector<std::string> verify_ops(gpu::Gpu& gpu, const gpu::ops::Build& build,
 // The workgroup memory a module declares, in bytes (its Workgroup variables' arrays).
 size_t workgroup_bytes(const std::vector<uint32_t>& spirv);
 
-// Every op kernel's module for both Fma paths, by file name ("rms_norm.spv", "rms_norm_fma.spv").
+// Every op kernel's module for both Fma paths, plain, soft and guarded, by file name ("rms_norm.spv",
+// "rms_norm_fma.spv", "rms_norm_soft.spv", "rms_norm_guarded_fma.spv").
 std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules();
 
 }  // namespace bankml::model
