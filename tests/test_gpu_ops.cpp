@@ -123,7 +123,6 @@ TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
-TEST(gpu_op_l2_touch_reads_every_sector) { bit_exact("l2_touch", {"random"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 
 // The guard's proof on any card: with every subnormal f32 result and load flushed as a card without
@@ -160,11 +159,8 @@ TEST(gpu_op_guard_flags_every_run_a_flushing_card_would_change) {
 }
 
 TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
-    // (sum_squares' output is two words, l2_touch's one.)
-    for (const gpu::ops::OpKernel& k : gpu::ops::op_kernels()) {
-        const std::string n = k.name;
-        refused(k.name, n == "sum_squares" ? 1 : n == "l2_touch" ? 0 : 3);
-    }
+    // (sum_squares' output is two words.)
+    for (const gpu::ops::OpKernel& k : gpu::ops::op_kernels()) refused(k.name, std::string(k.name) == "sum_squares" ? 1 : 3);
     CHECK_THROWS(model::verify_ops(*test_gpu(), {}, [] { model::VerifyOpsOptions o; o.only = "nonsense"; return o; }()), "no kernel named nonsense");
 }
 

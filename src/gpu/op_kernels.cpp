@@ -668,24 +668,6 @@ std::vector<uint32_t> swiglu(const Build& b) {
     return s.finish();
 }
 
-// ---------------------------------------------------------------- l2_touch
-
-// Reads one word of every 32-byte sector of a buffer (words [0, n), every 8th), so that a matrix
-// the next products read is in the card's L2 cache when they start: dispatched without a barrier
-// beside a kernel that leaves most of the card idle (attention: one workgroup a head). It writes
-// nothing the model reads (the sink only where the words' XOR equals a key the host picks).
-std::vector<uint32_t> l2_touch(const Build& b) {
-    Shader s(256, false, b.fma, b.float_modes & ~uint32_t(SOFT_F32 | GUARD_F32 | FLUSH_F32));
-    auto data = buffer<K::u32>(0, true, "data");
-    auto sink = buffer<K::u32>(1, false, "sink");
-    push_constants(3);
-    U32 n = push(0), step = push(1), key = push(2);
-    auto x = var(u32c(0));
-    for_(global_id() * 8u, n, step * 8u, [&](U32 i) { x = x.get() ^ data[i]; });
-    if_(x.get() == key, [&] { sink.set(u32c(0), x.get()); });
-    return s.finish();
-}
-
 // ---------------------------------------------------------------- expf probe
 
 std::vector<uint32_t> expf_probe(const Build& b) {
@@ -729,7 +711,6 @@ const std::vector<OpKernel>& op_kernels() {
         {"attention", 6, 6, ATT_LOCAL, attention},
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
-        {"l2_touch", 2, 3, 256, l2_touch},
     };
     return table;
 }

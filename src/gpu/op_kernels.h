@@ -62,8 +62,6 @@ struct OpKernel {
 // push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
-// l2_touch: data (0, u32), sink (1); push: words, invocations dispatched, key. Reads every 8th
-// word (one per 32-byte sector) to bring a buffer into the card's L2 cache; changes no output.
 // swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
 const std::vector<OpKernel>& op_kernels();
 const OpKernel& op_kernel(const std::string& name);

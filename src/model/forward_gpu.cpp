@@ -60,7 +60,6 @@ struct GpuForward::Impl {
     gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
     gpu::Buffer kc, vc;
     gpu::Buffer logits;   // [n_vocab] host-cached
-    gpu::Buffer sink;     // [1] l2_touch's, never read
     gpu::Buffer flag;     // [1] the guarded kernels' subnormal flag
     std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
     CardMatrix out_w;
@@ -180,15 +179,6 @@ struct GpuForward::Impl {
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
         return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
     }
-    // l2_touch of a whole buffer, without a barrier before it (it runs beside the previous step).
-    gpu::Step touch(const gpu::Buffer& b) {
-        const uint32_t words = uint32_t(b.bytes / 4);
-        const uint32_t groups = std::max(1u, std::min(1024u, (words / 8 + 255) / 256));
-        gpu::Step st = op("l2_touch", {&b, &sink}, {words, groups * 256, 0x9e3779b9u}, groups);
-        st.after = false;
-        return st;
-    }
-    bool prefetch = true;  // BANKML_GPU_PREFETCH=0 (measuring) leaves the l2_touch steps out
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
     }
@@ -263,8 +253,6 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.cache = d.kc.bytes + d.vc.bytes;
     d.logits = d.gpu.readback_buffer(V * 4);
     d.flag = d.gpu.readback_buffer(16);
-    d.sink = zeroed(4);
-    if (const char* p = std::getenv("BANKML_GPU_PREFETCH")) d.prefetch = std::string(p) != "0";
     std::memset(d.flag.mapped, 0, 16);
 
     const char* prof = std::getenv("BANKML_GPU_PROFILE");
@@ -285,17 +273,6 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.op("attention", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.att},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
                          (uint32_t)NH));
-        // Beside attention (one workgroup a head: most of the card idle), the rest of this layer's
-        // weights and the next layer's Q, K and V are read into L2, so those products start warm.
-        if (d.prefetch) {
-            std::vector<const CardMatrix*> next = {&d.wo_w[l], &d.gu_w[l], &d.down_w[l]};
-            if (l + 1 < L) next.push_back(&d.qkv_w[l + 1]);
-            for (const CardMatrix* m : next)
-                for (const gpu::Buffer* b : {&m->a, &m->b}) {
-                    if (b == &m->b && m->b.id == m->a.id) continue;  // F16: one buffer
-                    s.push_back(d.touch(*b));
-                }
-        }
         s.push_back(d.prep(d.att, NQ));
         s.push_back(d.product(d.wo_w[l], d.o));
         s.push_back(d.norm(offs[l].ffn, true));

@@ -432,23 +432,6 @@ void verify_q2_0(Runner& R, Rng& rng, bool full) {
     }
 }
 
-// l2_touch changes nothing the model reads; what it reads shows in its sink: with the key set to
-// the XOR of invocation 0's words (every 8th word from 0, a stride of 8 per invocation), the sink
-// holds that XOR.
-void verify_l2_touch(Runner& R, Rng& rng, bool full) {
-    for (size_t n : full ? std::vector<size_t>{4096, 1 << 20} : std::vector<size_t>{4096, 70000}) {
-        std::vector<uint32_t> data(n);
-        for (uint32_t& w : data) w = uint32_t(rng());
-        const uint32_t groups = 2, invocations = groups * 256;
-        uint32_t key = 0;
-        for (size_t i = 0; i < n; i += size_t(invocations) * 8) key ^= data[i];
-        gpu::Buffer *bd = R.upload(data), *bs = R.poisoned(1);
-        double ms = R.run("l2_touch", {bd, bs}, {uint32_t(n), invocations, key}, groups);
-        R.check("l2_touch", "1×" + std::to_string(n) + " (random)", ms, {{"sink", Runner::read(*bs, 1), {key}, Word::i32}});
-        R.release();
-    }
-}
-
 void verify_f16(Runner& R, Rng& rng, bool full) {
     std::vector<std::pair<size_t, size_t>> shapes =
         full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}}
@@ -728,7 +711,6 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("attention")) verify_attention(R, rng, opt.full);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
-    if (want("l2_touch")) verify_l2_touch(R, rng, opt.full);
 }
 }  // namespace
 

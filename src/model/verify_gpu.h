@@ -16,7 +16,6 @@
 //   attention       1 to 300 (full: 4096) positions: random, equal scores, scores that rise late
 //                   and fall, large scores
 //   swiglu          gates up to ±200 (v_expf's overflow branches), subnormal gates
-//   l2_touch        its sink holds the XOR of the words invocation 0 read (it changes nothing else)
 //   expf            millions of floats over every exponent, the special values and the boundaries
 //                   (exhaustive: every one of the 2^32)
 #pragma once
