@@ -20,6 +20,7 @@
 namespace bankml::model {
 
 class GpuForward;
+struct DecodeSeq;
 
 struct ModelOptions {
     int threads = 0;  // 0: Pool::from_env()
@@ -77,8 +78,23 @@ public:
     struct Impl;
 
 private:
+    friend void decode_batch(std::span<const DecodeSeq> seqs);
     explicit Model(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// One decoded token for each of several sequences, each a Model with its own cache and position
+// (the models open on the same file): every matrix product runs once over all of them, one
+// column per sequence, so N streams read and decode each weight row once per step instead of N
+// times. A column's bits do not depend on the others, so each sequence's logits are those its
+// own eval_into() would give (forward_batch.cpp). Models run by a card step alone, on the card.
+// Checks every sequence (token id, room in its context, same file, no model twice) before it
+// changes anything; throws bankml::Error naming the first that fails.
+struct DecodeSeq {
+    Model* model = nullptr;
+    int32_t token = 0;
+    std::vector<float>* logits = nullptr;  // resized to n_vocab
+};
+void decode_batch(std::span<const DecodeSeq> seqs);
 
 }  // namespace bankml::model
