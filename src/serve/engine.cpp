@@ -1,5 +1,8 @@
 #include "serve/engine.h"
 
+#include <algorithm>
+#include <exception>
+
 #include "core/error.h"
 
 namespace bankml::serve {
@@ -14,6 +17,9 @@ struct Interrupted {
 };
 
 constexpr size_t RECENT = 16;
+// How long a turn of decode steps waits for generating slots that have not asked yet (a slot
+// samples and streams its last token between two steps: far less than this).
+constexpr auto GATHER = std::chrono::milliseconds(10);
 
 // A slot's model as generate() sees it: each evaluation waits for its turn, and a cancelled or
 // expired job stops before its next one.
@@ -28,14 +34,7 @@ public:
         if (Clock::now() >= j_.deadline) throw Interrupted{true};
         if (!first_) ++decoded_;
         first_ = false;
-        e_.turn_lock();
-        try {
-            m_.eval_into(tokens, logits);
-        } catch (...) {
-            e_.turn_unlock();
-            throw;
-        }
-        e_.turn_unlock();
+        e_.evaluate(m_, tokens, logits);
     }
     // Tokens sampled so far when generate() was left by an interruption: every sampled token but
     // the last was evaluated, and the interruption came instead of the last one's evaluation.
@@ -70,17 +69,102 @@ Engine::~Engine() { stop(); }
 
 int Engine::n_ctx() const { return models_[0]->n_ctx(); }
 
-void Engine::turn_lock() {
-    std::unique_lock<std::mutex> l(turn_mu_);
-    uint64_t mine = next_ticket_++;
-    turn_cv_.wait(l, [&] { return serving_ == mine; });
-}
+struct Engine::Eval {
+    model::Model* m;
+    std::span<const int32_t> tokens;
+    std::vector<float>* logits;
+    Clock::time_point asked;
+    bool done = false;
+    std::exception_ptr error;
+};
 
-void Engine::turn_unlock() {
+void Engine::generating(int delta) {
     {
         std::lock_guard<std::mutex> l(turn_mu_);
-        ++serving_;
+        generating_ += delta;
     }
+    turn_cv_.notify_all();
+}
+
+// Whichever waiting slot finds the cores free and the oldest evaluation ready runs the next turn
+// (its own evaluation may or may not be in it); the others sleep until their evaluation is done.
+void Engine::evaluate(model::Model& m, std::span<const int32_t> tokens, std::vector<float>& logits) {
+    Eval e{&m, tokens, &logits, Clock::now(), false, nullptr};
+    std::unique_lock<std::mutex> l(turn_mu_);
+    waiting_.push_back(&e);
+    turn_cv_.notify_all();
+    while (!e.done) {
+        if (evaluating_) {
+            turn_cv_.wait(l);
+            continue;
+        }
+        // Not done and no turn running: e, hence the oldest, is waiting.
+        const Eval& oldest = *waiting_.front();
+        const Clock::time_point until = oldest.asked + GATHER;
+        if (oldest.tokens.size() != 1 || int(waiting_.size()) >= generating_ || Clock::now() >= until) run_turn(l);
+        else turn_cv_.wait_until(l, until);
+    }
+    if (e.error) std::rethrow_exception(e.error);
+}
+
+// One turn, entered and left with l held (released while the cores work): the oldest prompt
+// alone, or every waiting one-token evaluation as one batched decode step.
+void Engine::run_turn(std::unique_lock<std::mutex>& l) {
+    evaluating_ = true;
+    std::vector<Eval*> turn;
+    if (waiting_.front()->tokens.size() != 1) {
+        turn.push_back(waiting_.front());
+        waiting_.pop_front();
+    } else {
+        for (auto it = waiting_.begin(); it != waiting_.end();) {
+            if ((*it)->tokens.size() == 1) {
+                turn.push_back(*it);
+                it = waiting_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    l.unlock();
+    const bool batch = turn[0]->tokens.size() == 1;
+    if (!batch) {
+        try {
+            turn[0]->m->eval_into(turn[0]->tokens, *turn[0]->logits);
+        } catch (...) {
+            turn[0]->error = std::current_exception();
+        }
+    } else {
+        std::vector<model::DecodeSeq> seqs;
+        std::vector<int> before;
+        for (Eval* e : turn) {
+            seqs.push_back({e->m, e->tokens[0], e->logits});
+            before.push_back(e->m->n_past());
+        }
+        try {
+            model::decode_batch(seqs);
+        } catch (...) {
+            // A refused step changed nothing: each slot's token again on its own, so that the
+            // error reaches only the slot it belongs to (a step that stopped half way has
+            // advanced the slots it finished).
+            for (size_t i = 0; i < turn.size(); ++i) {
+                if (turn[i]->m->n_past() != before[i]) continue;
+                try {
+                    turn[i]->m->eval_into(turn[i]->tokens, *turn[i]->logits);
+                } catch (...) {
+                    turn[i]->error = std::current_exception();
+                }
+            }
+        }
+    }
+    l.lock();
+    if (batch) {
+        decode_steps_++;
+        decode_tokens_ += turn.size();
+        last_batch_ = int(turn.size());
+        max_batch_ = std::max(max_batch_, last_batch_);
+    }
+    for (Eval* e : turn) e->done = true;
+    evaluating_ = false;
     turn_cv_.notify_all();
 }
 
@@ -105,11 +189,19 @@ void Engine::stop() {
 }
 
 Stats Engine::stats() const {
-    std::lock_guard<std::mutex> l(mu_);
-    Stats s = totals_;
-    s.queue = int(queue_.size());
-    s.slots_busy = busy_;
-    s.uptime_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+    Stats s;
+    {
+        std::lock_guard<std::mutex> l(mu_);
+        s = totals_;
+        s.queue = int(queue_.size());
+        s.slots_busy = busy_;
+        s.uptime_s = std::chrono::duration<double>(Clock::now() - t0_).count();
+    }
+    std::lock_guard<std::mutex> l(turn_mu_);
+    s.decode_steps = decode_steps_;
+    s.decode_tokens = decode_tokens_;
+    s.last_batch = last_batch_;
+    s.max_batch = max_batch_;
     return s;
 }
 
@@ -143,7 +235,14 @@ void Engine::run_job(int i, Job& job) {
     model::GenerateResult r;
     std::string error;
     bool interrupted = false, by_deadline = false;
+    // While inside generate(), the slot counts among those a decode turn waits for.
+    struct Generating {
+        Engine& e;
+        explicit Generating(Engine& eng) : e(eng) { e.generating(1); }
+        ~Generating() { e.generating(-1); }
+    };
     try {
+        Generating g(*this);
         r = model::generate(src, tok_, sampler, job.prompt, job.gen, [&](std::string_view t) {
             text += t;
             {
