@@ -4,11 +4,12 @@
 // its tokens depend on nothing but the request (the forward pass gives a row the same bits at any
 // thread count, and no state crosses from one request to the next).
 //
-// Slots take turns on the machine's cores, one evaluation at a time, oldest first: a prompt runs
-// alone; a decoded token runs together with the decoded tokens of every other slot waiting, as one
-// model::decode_batch (one product per matrix for all of them). A turn of decode steps starts once
-// every generating slot has asked (or a short gather window has passed), so the batch is as full
-// as the load allows. A column's bits do not depend on the batch, so batching changes no token.
+// Slots take turns on the machine's cores, one batched evaluation (model::decode_batch) at a time:
+// each turn runs the decoded token of every slot waiting, plus pieces of waiting prompts in
+// arrival order, up to 64 tokens, as one product per matrix for all of them. A turn starts once
+// every generating slot has asked (or a short gather window has passed), so it is as full as the
+// load allows. A column's bits depend neither on the batch nor on where a prompt is cut, so
+// batching changes no token.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -58,8 +59,8 @@ struct Stats {
     uint64_t requests = 0, tokens_in = 0, tokens_out = 0, cancelled = 0, failed = 0;
     int queue = 0, slots_busy = 0, slots = 0;
     std::vector<double> recent_tps;  // decode tokens/s of the last requests, newest last
-    uint64_t decode_steps = 0, decode_tokens = 0;  // batched decode turns, and the tokens they decoded
-    int last_batch = 0, max_batch = 0;             // tokens in the last and the largest such turn
+    uint64_t steps = 0, step_tokens = 0;  // turns of the batched forward pass, and the tokens they ran
+    int last_batch = 0, max_batch = 0;    // sequences in the last turn and in the fullest one
     double uptime_s = 0;
 };
 
@@ -101,7 +102,7 @@ private:
     std::deque<Eval*> waiting_;
     bool evaluating_ = false;
     int generating_ = 0;
-    uint64_t decode_steps_ = 0, decode_tokens_ = 0;
+    uint64_t steps_ = 0, step_tokens_ = 0;
     int last_batch_ = 0, max_batch_ = 0;
 
 public:
