@@ -209,3 +209,41 @@ TEST(run_json_names_the_backend_and_gpu_off_keeps_the_cpu) {
     CHECK_EQ(full.code, 1);
     CHECK(full.err.find("/dev/full: write error") != std::string::npos);
 }
+
+// A model that runs on the card inside a batched step (model::decode_batch, as `bankml serve`
+// calls it) evaluates alone on the card, and keeps doing so; the CPU models of the same step are
+// batched. Every sequence's logits equal its own CPU evaluation's.
+TEST(forward_gpu_model_in_a_batched_step_stays_on_the_card_with_the_cpus_bits) {
+    auto card = open_model("q1_0", true);
+    auto cpu_a = open_model("q1_0", false), cpu_b = open_model("q1_0", false), ref = open_model("q1_0", false);
+    const std::vector<std::vector<int32_t>> prompts = {prompt_of(7), prompt_of(3), prompt_of(12)};
+    model::Model* ms[] = {card.get(), cpu_a.get(), cpu_b.get()};
+    // References: each prompt, then tokens 100 + k, on the CPU alone.
+    const int STEPS = 4;
+    std::vector<std::vector<std::vector<float>>> want(3);
+    for (size_t i = 0; i < 3; ++i) {
+        ref->reset();
+        std::vector<float> l;
+        ref->eval_into(prompts[i], l);
+        want[i].push_back(l);
+        for (int k = 0; k < STEPS; ++k) {
+            const int32_t t = 100 + k;
+            ref->eval_into(std::span<const int32_t>(&t, 1), l);
+            want[i].push_back(l);
+        }
+    }
+    std::vector<std::vector<float>> got(3);
+    std::vector<model::DecodeSeq> seqs;
+    for (size_t i = 0; i < 3; ++i) seqs.push_back({ms[i], prompts[i], &got[i]});
+    model::decode_batch(seqs);
+    for (size_t i = 0; i < 3; ++i) CHECK(same_bytes(got[i], want[i][0]));
+    for (int k = 0; k < STEPS; ++k) {
+        const int32_t t = 100 + k;
+        seqs.clear();
+        for (size_t i = 0; i < 3; ++i) seqs.push_back({ms[i], std::span<const int32_t>(&t, 1), &got[i]});
+        model::decode_batch(seqs);
+        for (size_t i = 0; i < 3; ++i) CHECK(same_bytes(got[i], want[i][size_t(k) + 1]));
+    }
+    CHECK(card->on_gpu());
+    for (size_t i = 0; i < 3; ++i) CHECK_EQ(ms[i]->n_past(), int(prompts[i].size()) + STEPS);
+}

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "model/forward_gpu.h"
+#include "model/forward_impl.h"
 #include "model/layer.h"
 #include "model/ops.h"
 #include "model/products.h"
@@ -19,11 +20,6 @@
 namespace bankml::model {
 
 namespace {
-
-// Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many).
-constexpr size_t MAX_BATCH = 64;
-// Attention below this many (query, key) element products runs on the calling thread.
-constexpr size_t SMALL_ATTENTION = 1 << 16;
 
 std::string shape_str(std::initializer_list<int64_t> s) {
     std::string r = "[";
@@ -86,48 +82,6 @@ int meta_int(const gguf::File& f, const std::string& key, int64_t lo, int64_t hi
 }
 
 }  // namespace
-
-struct Model::Impl {
-    gguf::File file;
-    Hparams hp;
-    std::vector<Layer> layers;
-    Matrix tok_embd, output;
-    const float* output_norm = nullptr;
-
-    std::unique_ptr<par::Pool> pool;
-    Products prod;
-    std::unique_ptr<ops::Rope> rope;
-    int n_ctx = 0, n_past = 0;
-    bool kv_f32 = false;
-
-    // The cache: [layer][kv head][position][head_dim], f16 or f32. Allocated without touching it,
-    // so pages become resident only as positions are written.
-    std::unique_ptr<uint16_t[]> k16, v16;
-    std::unique_ptr<float[]> k32, v32;
-
-    // Scratch for one chunk of up to MAX_BATCH tokens (allocated once).
-    std::vector<float> x, xn, q, k, v, att, o, g, u, h, rope_cs;
-    std::vector<uint8_t> att_scratch;
-
-    // The card's forward pass, when one runs the decode; then the CPU's cache is not kept, and
-    // `history` holds every token so far so the CPU can rebuild it if the card fails.
-    std::unique_ptr<GpuForward> gpu;
-    std::vector<int32_t> history;
-    std::vector<float> gx, gcs;  // one token's embedding row and rope table for the card
-
-    explicit Impl(gguf::File f) : file(std::move(f)) {}
-
-    size_t kv_index(int il, int kvh, int pos) const {
-        return (((size_t)il * hp.n_head_kv + kvh) * n_ctx + pos) * hp.head_dim;
-    }
-
-    void load();
-    void alloc(const ModelOptions& opt);
-    void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
-    void attention(int il, size_t t0, size_t n, int p0);
-    void eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits);
-    void eval_gpu(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits);
-};
 
 void Model::Impl::load() {
     const gguf::File& f = file;
@@ -226,27 +180,56 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     att_scratch.resize((size_t)pool->threads() * ops::attend_scratch_bytes((size_t)hp.head_dim) + 64);
 }
 
+// One token's Q and K heads normed and rotated in place, and its K and V written to the cache at
+// `pos` (q: n_head heads, k and v: n_head_kv heads of head_dim values).
+void Model::Impl::store_token(int il, float* qt, float* kt, const float* vt, const float* cs, int pos) {
+    const size_t D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
+    const Layer& L = layers[(size_t)il];
+    for (size_t hq = 0; hq < NH; hq++) {
+        float* qh = qt + hq * D;
+        ops::rms_norm_mul(qh, L.q_norm, qh, D, hp.rms_eps);
+        rope->apply(qh, cs);
+    }
+    for (size_t hk = 0; hk < NKV; hk++) {
+        float* kh = kt + hk * D;
+        const float* vh = vt + hk * D;
+        ops::rms_norm_mul(kh, L.k_norm, kh, D, hp.rms_eps);
+        rope->apply(kh, cs);
+        const size_t at = kv_index(il, (int)hk, pos);
+        if (kv_f32) {
+            std::memcpy(k32.get() + at, kh, D * sizeof(float));
+            std::memcpy(v32.get() + at, vh, D * sizeof(float));
+        } else {
+            ops::round_f16(kh, k16.get() + at, D);
+            ops::round_f16(vh, v16.get() + at, D);
+        }
+    }
+}
+
+// Query head hq of one token over the first n_kv cached positions of layer il.
+void Model::Impl::attend_head(int il, int hq, size_t n_kv, const float* qh, float* out, void* scratch) const {
+    const size_t D = (size_t)hp.head_dim;
+    const float scale = 1.0f / sqrtf((float)hp.head_dim);
+    const size_t base = kv_index(il, hq / (hp.n_head / hp.n_head_kv), 0);
+    if (kv_f32)
+        ops::attend_f32(qh, k32.get() + base, v32.get() + base, n_kv, D, scale, out, scratch);
+    else
+        ops::attend_f16(qh, k16.get() + base, v16.get() + base, n_kv, D, scale, out, scratch);
+}
+
 // Attention of the chunk's tokens t0..n-1 (positions p0+t, already in the cache) for layer il, into
 // rows 0..n-t0-1 of att: one job per (token, query head), spread over the pool; each job's
 // arithmetic is fixed.
 void Model::Impl::attention(int il, size_t t0, size_t n, int p0) {
-    const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, group = NH / (size_t)hp.n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hp.head_dim);
+    const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head;
     const size_t jobs = (n - t0) * NH;
     std::atomic<size_t> next{0};
     auto work = [&](int worker) {
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t row = j / NH, t = t0 + row, hq = j % NH;
-            const int kvh = (int)(hq / group);
-            const size_t n_kv = (size_t)p0 + t + 1;
-            const float* qh = q.data() + t * NH * D + hq * D;
-            float* out = att.data() + row * NH * D + hq * D;
-            const size_t base = kv_index(il, kvh, 0);
-            if (kv_f32)
-                ops::attend_f32(qh, k32.get() + base, v32.get() + base, n_kv, D, scale, out, scratch);
-            else
-                ops::attend_f16(qh, k16.get() + base, v16.get() + base, n_kv, D, scale, out, scratch);
+            attend_head(il, (int)hq, (size_t)p0 + t + 1, q.data() + t * NH * D + hq * D,
+                        att.data() + row * NH * D + hq * D, scratch);
         }
     };
     // A decoded token over a short cache is less work than a pool barrier: run it here.
@@ -267,28 +250,9 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps);
         const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
         prod.group(P, qkv, xn.data(), n);
-        for (size_t t = 0; t < n; t++) {
-            const float* cs = rope_cs.data() + t * D;
-            for (size_t hq = 0; hq < NH; hq++) {
-                float* qh = q.data() + (t * NH + hq) * D;
-                ops::rms_norm_mul(qh, L.q_norm, qh, D, hp.rms_eps);
-                rope->apply(qh, cs);
-            }
-            for (size_t hk = 0; hk < NKV; hk++) {
-                float* kh = k.data() + (t * NKV + hk) * D;
-                const float* vh = v.data() + (t * NKV + hk) * D;
-                ops::rms_norm_mul(kh, L.k_norm, kh, D, hp.rms_eps);
-                rope->apply(kh, cs);
-                const size_t at = kv_index(il, (int)hk, p0 + (int)t);
-                if (kv_f32) {
-                    std::memcpy(k32.get() + at, kh, D * sizeof(float));
-                    std::memcpy(v32.get() + at, vh, D * sizeof(float));
-                } else {
-                    ops::round_f16(kh, k16.get() + at, D);
-                    ops::round_f16(vh, v16.get() + at, D);
-                }
-            }
-        }
+        for (size_t t = 0; t < n; t++)
+            store_token(il, q.data() + t * NH * D, k.data() + t * NKV * D, v.data() + t * NKV * D,
+                        rope_cs.data() + t * D, p0 + (int)t);
         // In the last layer only the rows whose logits are wanted matter past this point (the
         // cache already holds every token's K and V): llama.cpp's inp_out_ids. Rows are
         // independent, so the kept rows' bits do not change.

@@ -20,6 +20,7 @@
 namespace bankml::model {
 
 class GpuForward;
+struct DecodeSeq;
 
 struct ModelOptions {
     int threads = 0;  // 0: Pool::from_env()
@@ -77,8 +78,24 @@ public:
     struct Impl;
 
 private:
+    friend void decode_batch(std::span<const DecodeSeq> seqs);
     explicit Model(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// One pass of several sequences through the model, each a Model with its own cache and position
+// (the models open on the same file): the decoded token of each generating sequence, and pieces of
+// prompts, together. Every matrix product runs once over all their tokens, one column per token, so
+// N streams read and decode each weight row once per step instead of N times. A column's bits do
+// not depend on the others, nor a prompt's on where it is cut, so each sequence gets the logits
+// its own eval_into() would give (forward_batch.cpp). Models run by a card evaluate alone, on the
+// card. Checks every sequence (token ids, room in its context, same file, no model twice) before
+// it changes anything; throws bankml::Error naming the first that fails.
+struct DecodeSeq {
+    Model* model = nullptr;
+    std::span<const int32_t> tokens;       // appended at the model's n_past()
+    std::vector<float>* logits = nullptr;  // the last token's (resized to n_vocab); null: none wanted
+};
+void decode_batch(std::span<const DecodeSeq> seqs);
 
 }  // namespace bankml::model

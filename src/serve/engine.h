@@ -4,8 +4,12 @@
 // its tokens depend on nothing but the request (the forward pass gives a row the same bits at any
 // thread count, and no state crosses from one request to the next).
 //
-// Busy slots take turns one evaluation at a time (a prompt, or one decoded token) in arrival
-// order: the machine's cores serve one product at a time instead of N pools fighting for them.
+// Slots take turns on the machine's cores, one batched evaluation (model::decode_batch) at a time:
+// each turn runs the decoded token of every slot waiting, plus pieces of waiting prompts in
+// arrival order, up to 64 tokens, as one product per matrix for all of them. A turn starts once
+// every generating slot has asked (or a short gather window has passed), so it is as full as the
+// load allows. A column's bits depend neither on the batch nor on where a prompt is cut, so
+// batching changes no token.
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -14,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,6 +59,8 @@ struct Stats {
     uint64_t requests = 0, tokens_in = 0, tokens_out = 0, cancelled = 0, failed = 0;
     int queue = 0, slots_busy = 0, slots = 0;
     std::vector<double> recent_tps;  // decode tokens/s of the last requests, newest last
+    uint64_t steps = 0, step_tokens = 0;  // turns of the batched forward pass, and the tokens they ran
+    int last_batch = 0, max_batch = 0;    // sequences in the last turn and in the fullest one
     double uptime_s = 0;
 };
 
@@ -86,14 +93,23 @@ private:
     Stats totals_;
     std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 
-    // The turn: a ticket lock, so busy slots evaluate in the order they asked.
-    std::mutex turn_mu_;
+    // The turn: evaluations waiting in the order they asked, whether one is running, and how many
+    // slots are inside generate() (each will ask again soon, unless it finishes).
+    struct Eval;
+    void run_turn(std::unique_lock<std::mutex>& l);
+    mutable std::mutex turn_mu_;
     std::condition_variable turn_cv_;
-    uint64_t next_ticket_ = 0, serving_ = 0;
+    std::deque<Eval*> waiting_;
+    bool evaluating_ = false;
+    int generating_ = 0;
+    uint64_t steps_ = 0, step_tokens_ = 0;
+    int last_batch_ = 0, max_batch_ = 0;
 
 public:
-    void turn_lock();
-    void turn_unlock();
+    // Evaluates tokens on slot model m when its turn comes (see above); sets logits to the last
+    // token's. Rethrows the evaluation's error.
+    void evaluate(model::Model& m, std::span<const int32_t> tokens, std::vector<float>& logits);
+    void generating(int delta);
 };
 
 }  // namespace bankml::serve

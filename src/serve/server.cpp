@@ -284,6 +284,10 @@ std::string Server::usage_json() {
             .set("slots", s.slots)
             .set("slots_busy", s.slots_busy)
             .set("recent_tokens_per_s", std::move(recent))
+            .set("steps", s.steps)
+            .set("step_tokens", s.step_tokens)
+            .set("last_batch", s.last_batch)
+            .set("max_batch", s.max_batch)
             .set("uptime_s", s.uptime_s);
     }
     json::Value h;
@@ -320,6 +324,10 @@ std::string Server::metrics_text() {
         out += prom_line("bankml_queue_length", "requests waiting for a slot", "gauge", s.queue);
         out += prom_line("bankml_slots", "generation slots", "gauge", s.slots);
         out += prom_line("bankml_slots_busy", "slots generating", "gauge", s.slots_busy);
+        out += prom_line("bankml_steps_total", "batched forward passes (one product per matrix for every slot in one)",
+                         "counter", double(s.steps));
+        out += prom_line("bankml_step_tokens_total", "tokens those passes evaluated (prompts and decoded tokens)",
+                         "counter", double(s.step_tokens));
         out += prom_line("bankml_last_tokens_per_second", "decode rate of the last finished request", "gauge", last);
         out += prom_line("bankml_recent_tokens_per_second", "mean decode rate of the last 16 requests", "gauge", avg);
     }

@@ -1,0 +1,71 @@
+// The CPU forward pass's state, shared by forward.cpp (one sequence: a prompt in chunks, or a
+// token) and forward_batch.cpp (one token of each of several sequences): the mapped weights, the
+// pool, the key/value cache and the scratch of one chunk. Internal to src/model/.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/forward.h"
+#include "model/forward_gpu.h"
+#include "model/layer.h"
+#include "model/ops.h"
+#include "model/products.h"
+#include "par/pool.h"
+
+namespace bankml::model {
+
+// Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many,
+// a batched decode step in groups of this many sequences).
+inline constexpr size_t MAX_BATCH = 64;
+// Attention below this many (query, key) element products runs on the calling thread.
+inline constexpr size_t SMALL_ATTENTION = 1 << 16;
+
+struct Model::Impl {
+    gguf::File file;
+    Hparams hp;
+    std::vector<Layer> layers;
+    Matrix tok_embd, output;
+    const float* output_norm = nullptr;
+
+    std::unique_ptr<par::Pool> pool;
+    Products prod;
+    std::unique_ptr<ops::Rope> rope;
+    int n_ctx = 0, n_past = 0;
+    bool kv_f32 = false;
+
+    // The cache: [layer][kv head][position][head_dim], f16 or f32. Allocated without touching it,
+    // so pages become resident only as positions are written.
+    std::unique_ptr<uint16_t[]> k16, v16;
+    std::unique_ptr<float[]> k32, v32;
+
+    // Scratch for one chunk of up to MAX_BATCH tokens (allocated once).
+    std::vector<float> x, xn, q, k, v, att, o, g, u, h, rope_cs;
+    std::vector<uint8_t> att_scratch;
+    std::vector<float> batch_logits;  // a batched decode step's logits, one row per sequence
+
+    // The card's forward pass, when one runs the decode; then the CPU's cache is not kept, and
+    // `history` holds every token so far so the CPU can rebuild it if the card fails.
+    std::unique_ptr<GpuForward> gpu;
+    std::vector<int32_t> history;
+    std::vector<float> gx, gcs;  // one token's embedding row and rope table for the card
+
+    explicit Impl(gguf::File f) : file(std::move(f)) {}
+
+    size_t kv_index(int il, int kvh, int pos) const {
+        return (((size_t)il * hp.n_head_kv + kvh) * n_ctx + pos) * hp.head_dim;
+    }
+
+    void load();
+    void alloc(const ModelOptions& opt);
+    void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
+    void attention(int il, size_t t0, size_t n, int p0);
+    void store_token(int il, float* qt, float* kt, const float* vt, const float* cs, int pos);
+    void attend_head(int il, int hq, size_t n_kv, const float* qh, float* out, void* scratch) const;
+    void eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits);
+    void eval_gpu(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits);
+};
+
+}  // namespace bankml::model
