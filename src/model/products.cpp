@@ -61,8 +61,12 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     bool same = !outs.empty() && kernel_type(wt);
     for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
     if (same && n == 1 && offload_ && wt == quant::Type::Q1_0) {
-        offloaded(pool, outs, x);
-        return;
+        bool takes = false;
+        for (const Out& o : outs) takes = takes || offload_->takes((size_t)o.w->rows, (size_t)o.w->cols);
+        if (takes) {
+            offloaded(pool, outs, x);
+            return;
+        }
     }
     if (!same || n != 1 || pool.threads() == 1) {
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
@@ -109,13 +113,13 @@ void Products::offloaded(par::Pool& pool, std::span<const Out> outs, const float
             }
         }
         if (k < rows) quant::mat_vec_par(pool, wt, w.data + k * w.row_bytes, rows - k, cols, act, o.y + k);
-        if (card && k > 0) {
+        if (card) {
             try {
                 offload_->finish(o.y);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "bankml: GPU dropped, the CPU computes every row: %s\n", e.what());
                 offload_.reset();
-                quant::mat_vec_par(pool, wt, w.data, k, cols, act, o.y);
+                if (k) quant::mat_vec_par(pool, wt, w.data, k, cols, act, o.y);
             }
         }
     }
