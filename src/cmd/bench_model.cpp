@@ -21,6 +21,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "gpu/limiter.h"
 #include "model/forward.h"
 #include "model/synth.h"
 #include "par/pool.h"
@@ -35,6 +36,7 @@ struct Row {
     std::string test;
     int n_prompt, n_gen;
     std::vector<double> samples;  // tokens/s per repetition
+    json::Value gpu;              // gpu::status() after the row's runs (null without a card)
     double mean() const {
         double s = 0;
         for (double v : samples) s += v;
@@ -187,7 +189,8 @@ int run_model_bench(const std::vector<std::string>& args) {
         opt.kv_f32 = kv == "f32";
         auto m = model::Model::open(path, opt);
         if (use_gpu) attach_gpu(*m, t);
-        const std::string backend = m->on_gpu() ? "Vulkan" : "CPU";
+        // "CPU+Vulkan": the card takes a share of the products where it pays (gpu::Worker).
+        const std::string backend = m->on_gpu() ? "Vulkan" : m->has_offload() ? "CPU+Vulkan" : "CPU";
         if (m->on_gpu()) card = m->device();
         if (model_desc.empty()) {
             gguf::Type mt = gguf::Type::F32;
@@ -223,16 +226,18 @@ int run_model_bench(const std::vector<std::string>& args) {
         // A warm-up of each test first (page in the weights, wake the pool), as llama-bench does.
         if (n_prompt > 0) {
             prompt_run();
-            Row r{backend, t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+            Row r{backend, t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_prompt / prompt_run());
+            r.gpu = gpu::status_value();
             rows.push_back(r);
         }
         if (n_gen > 0) {
             m->reset();
             int32_t x = 0;
             m->eval(std::span<const int32_t>(&x, 1));
-            Row r{backend, t, "tg" + std::to_string(n_gen), 0, n_gen, {}};
+            Row r{backend, t, "tg" + std::to_string(n_gen), 0, n_gen, {}, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_gen / gen_run());
+            r.gpu = gpu::status_value();
             rows.push_back(r);
         }
     }
@@ -267,7 +272,8 @@ int run_model_bench(const std::vector<std::string>& args) {
                 .set("avg_ts", r.mean())
                 .set("stddev_ts", r.stddev())
                 .set("samples_ts", std::move(samples))
-                .set("peak_rss_mib", peak_mib);
+                .set("peak_rss_mib", peak_mib)
+                .set("gpu", r.gpu);
             doc.push(std::move(row));
         }
         std::printf("%s\n", json::write(doc, 2).c_str());
