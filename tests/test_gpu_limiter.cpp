@@ -368,4 +368,13 @@ TEST(gpu_status_and_run_json_say_what_the_card_does) {
     CHECK_EQ(jv["gpu"]["mode"].as_string(), "share");
     CHECK(json::write(jc["tokens"]) == json::write(jo["tokens"]));
     CHECK(json::write(jv["tokens"]) == json::write(jo["tokens"]));
+
+    // bench --json: each row's "gpu" (null for the CPU row).
+    auto bench = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 " + bin + " bench -m " + m + " -p 0 -n 4 -r 1 -t 1 --gpu on,off --json");
+    REQUIRE_EQ(bench.code, 0);
+    json::Value rows = json::parse(bench.out);
+    REQUIRE_EQ(rows.size(), (size_t)2);
+    CHECK_EQ(rows[0]["backends"].as_string(), "Vulkan");
+    CHECK_GE(rows[0]["gpu"]["tokens_on_card"].as_int(), 4);
+    CHECK(rows[1]["gpu"].is_null());
 }
