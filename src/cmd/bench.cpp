@@ -34,14 +34,16 @@ static int run_bench(const std::vector<std::string>& args) {
 const cli::Command bench_command = {
     "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
     "usage: bankml bench [-m FILE | --shape 1.7b --type q1_0] [-p 64] [-n 32] [-t 1,2] [-r 3] [--kv f16|f32]\n"
-    "                    [--gpu on|off|on,off] [-o md|json|csv] [--json]\n"
+    "                    [--gpu on|off|share|on,share,off] [-o md|json|csv] [--json]\n"
     "       bankml bench SUB [ARGS]\n\n"
     "With no SUB, benchmarks a model as llama-bench does and prints llama-bench's markdown table\n"
     "(model, size, params, backend, threads, test, t/s): a prompt of -p random tokens in one batch\n"
     "(ppP) and -n tokens generated one at a time (tgN), -r repetitions after a warm-up, for each\n"
     "thread count of -t (default: BANKML_THREADS, else every core); the rate is mean ± deviation.\n"
     "--gpu on (the default) runs on a card that verifies (backend Vulkan; else the CPU), off on the\n"
-    "CPU alone; a list gives both rows in one run, as llama-bench's -ngl 99,0.\n"
+    "CPU alone; a list gives both rows in one run, as llama-bench's -ngl 99,0. share: the card takes\n"
+    "a share of each Q1_0 product's rows, per matrix shape where it measured faster (backend\n"
+    "CPU+Vulkan; what it decided is the JSON rows' \"gpu\".shapes).\n"
     "Without -m it writes a synthetic model of --shape (tiny, 1.7b, 4b, 8b; default 1.7b) and --type\n"
     "(q1_0, q2_0, f16, f32; default q1_0) to a temporary file, seeded by --seed (default 7).\n"
     "-o json (or --json) prints llama-bench's JSON fields, -o csv its CSV columns; llama-bench's\n"

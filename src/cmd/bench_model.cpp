@@ -131,20 +131,23 @@ int run_model_bench(const std::vector<std::string>& args) {
     }
     const std::string kv = kv_type(a);
     // --gpu on,off: each mode a row set, as llama-bench's -ngl 99,0 (on: the card when one verifies).
-    std::vector<bool> gpu_modes;
+    // share: the card takes a share of the Q1_0 products per shape (gpu::Worker), never the token.
+    enum class Use { off, on, share };
+    std::vector<Use> gpu_modes;
     if (a.has("gpu") && a.has("n-gpu-layers")) throw UsageError("give --gpu or -ngl, not both");
     if (a.has("n-gpu-layers")) {
         auto l = cli::parse_int_list(a.get("n-gpu-layers", ""));
         if (!l || l->empty()) throw UsageError("-ngl wants a comma list of layer counts, got '" + a.get("n-gpu-layers", "") + "'");
-        for (int64_t v : *l) gpu_modes.push_back(v != 0);
+        for (int64_t v : *l) gpu_modes.push_back(v != 0 ? Use::on : Use::off);
     } else {
         const std::string g = a.get("gpu", "on");
         size_t at = 0;
         while (at <= g.size()) {
             const size_t comma = std::min(g.find(',', at), g.size());
             const std::string v = g.substr(at, comma - at);
-            if (v != "on" && v != "off") throw UsageError("--gpu wants on, off or a list of them, got '" + g + "'");
-            gpu_modes.push_back(v == "on");
+            if (v != "on" && v != "off" && v != "share")
+                throw UsageError("--gpu wants on, off, share or a list of them, got '" + g + "'");
+            gpu_modes.push_back(v == "on" ? Use::on : v == "share" ? Use::share : Use::off);
             at = comma + 1;
         }
     }
@@ -181,14 +184,15 @@ int run_model_bench(const std::vector<std::string>& args) {
     uint64_t size = 0, params = 0;
     std::mt19937 rng(1234);
     std::string card;
-    for (bool use_gpu : gpu_modes)
+    for (Use use_gpu : gpu_modes)
     for (int t : threads) {
         model::ModelOptions opt;
         opt.threads = t;
         opt.ctx = std::max(n_prompt, n_gen) + 1;
         opt.kv_f32 = kv == "f32";
         auto m = model::Model::open(path, opt);
-        if (use_gpu) attach_gpu(*m, t);
+        if (use_gpu == Use::on) attach_gpu(*m, t);
+        if (use_gpu == Use::share) attach_share(*m, t);
         // "CPU+Vulkan": the card takes a share of the products where it pays (gpu::Worker).
         const std::string backend = m->on_gpu() ? "Vulkan" : m->has_offload() ? "CPU+Vulkan" : "CPU";
         if (m->on_gpu()) card = m->device();

@@ -70,6 +70,10 @@ bool run_on_card(model::Model& m) {
 
 void attach_gpu(model::Model& m, int threads) {
     if (run_on_card(m)) return;
+    attach_share(m, threads);
+}
+
+void attach_share(model::Model& m, int threads) {
     if (!m.has_q1_0()) return;
     // The fallback for a card or a model the whole-token path cannot take: a share of each Q1_0
     // product's rows, per matrix shape only where it was measured to pay (gpu::Worker).

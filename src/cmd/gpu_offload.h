@@ -22,5 +22,8 @@ bool run_on_card(model::Model& m);
 // gives it to the model and says on stderr which card takes what share. Without a usable card the
 // model stays on the CPU (Worker::open says why, unless BANKML_GPU=off).
 void attach_gpu(model::Model& m, int threads);
+// The worker alone (attach_gpu's fallback), also where the card could run the whole token: for
+// `bench --gpu share`, which compares the two ways of using a card.
+void attach_share(model::Model& m, int threads);
 
 }  // namespace bankml::cmd

@@ -117,6 +117,11 @@ void CardUse::ran(double seconds) {
     busy_s_[i] += seconds;
 }
 
+void CardUse::decided(const ShapeDecision& d) {
+    std::lock_guard<std::mutex> lock(shapes_mu_);
+    shapes_.push_back(d);
+}
+
 Status CardUse::snapshot() const {
     Status s;
     s.card = gpu_.name();
@@ -150,6 +155,8 @@ Status CardUse::snapshot() const {
     s.shapes_tuning = shapes_tuning.load();
     s.tokens_on_card = tokens_on_card.load();
     s.tokens_on_cpu_resting = tokens_on_cpu_resting.load();
+    std::lock_guard<std::mutex> lock(shapes_mu_);
+    s.shapes = shapes_;
     return s;
 }
 
@@ -176,6 +183,7 @@ std::optional<Status> status() {
         s.shapes_tuning += t.shapes_tuning;
         s.tokens_on_card += t.tokens_on_card;
         s.tokens_on_cpu_resting += t.tokens_on_cpu_resting;
+        s.shapes.insert(s.shapes.end(), t.shapes.begin(), t.shapes.end());
     }
     s.allocated_bytes = allocated;
     return s;
@@ -204,6 +212,14 @@ json::Value status_value(const Status& s) {
         .set("shapes_tuning", s.shapes_tuning)
         .set("tokens_on_card", (unsigned long long)s.tokens_on_card)
         .set("tokens_on_cpu_resting", (unsigned long long)s.tokens_on_cpu_resting);
+    json::Value shapes = json::Value::array();
+    for (const ShapeDecision& d : s.shapes) {
+        json::Value x;
+        x.set("rows", (unsigned long long)d.rows).set("cols", (unsigned long long)d.cols).set("on", d.on);
+        x.set("card_ms", d.card_ms).set("cpu_ms", d.cpu_ms);
+        shapes.push(std::move(x));
+    }
+    o.set("shapes", std::move(shapes));
     return o;
 }
 

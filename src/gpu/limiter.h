@@ -21,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/json.h"
 #include "gpu/compute.h"
@@ -45,6 +46,14 @@ bool rests_by_default(const std::string& type);
 bool shares_ram(const std::string& type);
 // MemAvailable from /proc/meminfo in bytes (0 when unreadable).
 uint64_t mem_available();
+
+// One matrix shape as per-shape calibration left it: "card", "cpu" or "tuning", with the median
+// begin → finish times of both sides (0 until timed).
+struct ShapeDecision {
+    size_t rows = 0, cols = 0;
+    std::string on = "tuning";
+    double card_ms = 0, cpu_ms = 0;
+};
 
 class CardUse {
 public:
@@ -77,6 +86,7 @@ public:
     std::atomic<uint64_t> tokens_on_card{0}, tokens_on_cpu_resting{0};
     std::atomic<int> shapes_on_card{0}, shapes_on_cpu{0}, shapes_tuning{0};
     std::atomic<double> share{-1};  // the worker's share of rows; negative: none (forward mode)
+    void decided(const ShapeDecision& d);
 
     // This user's part of the status.
     struct Status snapshot() const;
@@ -98,6 +108,8 @@ private:
     int64_t first_sec_ = -1;
     mutable std::atomic<int64_t> ram_checked_ns_{-1};
     mutable std::atomic<uint64_t> ram_budget_{0};
+    mutable std::mutex shapes_mu_;
+    std::vector<ShapeDecision> shapes_;
 };
 
 // What the card is doing, summed over its users (docs/modules/worker.md names every field).
@@ -111,6 +123,7 @@ struct Status {
     uint64_t products_on_card = 0, products_on_cpu_resting = 0, products_on_cpu_memory = 0, products_on_cpu_shape = 0;
     int shapes_on_card = 0, shapes_on_cpu = 0, shapes_tuning = 0;
     uint64_t tokens_on_card = 0, tokens_on_cpu_resting = 0;
+    std::vector<ShapeDecision> shapes;  // the worker's decided shapes, in order of decision
 };
 
 // None when no card works in this process now.

@@ -239,7 +239,8 @@ void Worker::record(Shape& s, Side side, double ms) {
     s.card_next = side == Side::cpu;
     if ((int)s.card_ms.size() < TRIALS || (int)s.cpu_ms.size() < TRIALS) return;
     use_->shapes_tuning--;
-    if (median(s.card_ms) < median(s.cpu_ms)) {
+    const double card = median(s.card_ms), cpu = median(s.cpu_ms);
+    if (card < cpu) {
         s.state = Shape::State::card;
         use_->shapes_on_card++;
     } else {
@@ -247,6 +248,7 @@ void Worker::record(Shape& s, Side side, double ms) {
         use_->shapes_on_cpu++;
         forget_shape(s.rows, s.cols);
     }
+    use_->decided({s.rows, s.cols, card < cpu ? "card" : "cpu", card, cpu});
 }
 
 size_t Worker::begin(const void* key, const uint8_t* weights, size_t rows, size_t cols, const uint8_t* act_q8) {
