@@ -146,10 +146,10 @@ TEST(limiter_reads_bankml_gpu_limit) {
     Env e("BANKML_GPU_LIMIT", "most");
     CHECK_THROWS(gpu::limit_from_env(), "BANKML_GPU_LIMIT='most'");
     // The rests apply by default only where the card shares the desktop's memory and power.
-    CHECK(gpu::rests_by_default("integrated"));
-    CHECK(!gpu::rests_by_default("discrete"));
-    CHECK(!gpu::rests_by_default("cpu"));
-    CHECK(gpu::shares_ram("integrated") && gpu::shares_ram("cpu") && !gpu::shares_ram("discrete"));
+    CHECK(gpu::rests_by_default(gpu::Kind::Integrated));
+    CHECK(!gpu::rests_by_default(gpu::Kind::Discrete));
+    CHECK(!gpu::rests_by_default(gpu::Kind::Cpu));
+    CHECK(gpu::shares_ram(gpu::Kind::Integrated) && gpu::shares_ram(gpu::Kind::Cpu) && !gpu::shares_ram(gpu::Kind::Discrete));
 }
 
 TEST(limiter_rests_in_proportion_and_bounds_memory) {
@@ -174,7 +174,7 @@ TEST(limiter_rests_in_proportion_and_bounds_memory) {
         // The default limit on a card that does not share the desktop: no rests.
         gpu::CardUse u(*t.gpu, gpu::CardUse::Mode::forward, limit_of(0.8, false));
         u.ran(0.2);
-        CHECK_EQ(u.resting(), gpu::rests_by_default(t.gpu->type()));
+        CHECK_EQ(u.resting(), gpu::rests_by_default(t.gpu->kind()));
     }
     Env heap("BANKML_GPU_TEST_HEAP", "1000000");
     gpu::CardUse u(*t.gpu, gpu::CardUse::Mode::share, limit_of(0.8, false));

@@ -46,8 +46,8 @@ static int gpu_status(const cli::Args& a) {
     }
     gpu::CardUse use(*card, gpu::CardUse::Mode::forward, l);
     o.set("card", card->name())
-        .set("type", card->type())
-        .set("integrated", card->type() == "integrated")
+        .set("kind", gpu::kind_name(card->kind()))
+        .set("integrated", card->kind() == gpu::Kind::Integrated)
         .set("time_limit", use.time_part())
         .set("heap_bytes", (unsigned long long)use.heap_bytes())
         .set("budget_bytes", (unsigned long long)use.budget_bytes())

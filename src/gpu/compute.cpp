@@ -109,16 +109,6 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
     return pe.pipelineExecutableInfo == VK_TRUE;
 }
 
-const char* type_name(VkPhysicalDeviceType t) {
-    switch (t) {
-        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-        default: return "other";
-    }
-}
-
 }  // namespace
 
 // "Register Count 64": the statistic's name as the driver gives it, then its value.
@@ -169,7 +159,7 @@ struct Gpu::Impl {
 #undef X
     bool statistics = false;  // VK_KHR_pipeline_executable_properties is enabled on dev
     std::string name;
-    std::string type;        // PhysicalDevice::type
+    Kind kind = Kind::Other;
     size_t index = 0;        // vkEnumeratePhysicalDevices order
     uint64_t heap_bytes = 0; // the heap buffer() allocates from
     Gpu::Limits limits;
@@ -316,7 +306,7 @@ std::vector<PhysicalDevice> Gpu::devices() {
     for (size_t i = 0; i < pds.size(); ++i) {
         VkPhysicalDeviceProperties p;
         L.props(pds[i], &p);
-        out.push_back({i, p.deviceName, type_name(p.deviceType)});
+        out.push_back({i, p.deviceName, vulkan::kind_of(p.deviceType, p.deviceName)});
     }
     return out;
 }
@@ -332,7 +322,7 @@ Gpu Gpu::open(size_t index) {
     VkPhysicalDeviceProperties props;
     L.props(pd, &props);
     d->name = props.deviceName;
-    d->type = type_name(props.deviceType);
+    d->kind = vulkan::kind_of(props.deviceType, d->name);
     d->index = index;
     d->limits = {props.limits.maxComputeWorkGroupInvocations, props.limits.maxComputeWorkGroupSize[0],
                  props.limits.maxComputeSharedMemorySize};
@@ -503,7 +493,7 @@ std::vector<float> Gpu::read_f32(const Buffer& b, size_t n) const {
 
 uint64_t Gpu::allocated() const { return d_->allocated.load(std::memory_order_relaxed); }
 uint64_t Gpu::heap_bytes() const { return d_->heap_bytes; }
-const std::string& Gpu::type() const { return d_->type; }
+Kind Gpu::kind() const { return d_->kind; }
 size_t Gpu::index() const { return d_->index; }
 
 void Gpu::free(Buffer& b) {

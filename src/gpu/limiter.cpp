@@ -40,8 +40,8 @@ LimitSetting limit_from_env() {
 
 double limit() { return limit_from_env().value; }
 
-bool rests_by_default(const std::string& type) { return type == "integrated"; }
-bool shares_ram(const std::string& type) { return type == "integrated" || type == "cpu"; }
+bool rests_by_default(Kind kind) { return kind == Kind::Integrated; }
+bool shares_ram(Kind kind) { return kind == Kind::Integrated || kind == Kind::Cpu; }
 
 uint64_t mem_available() {
     FILE* f = std::fopen("/proc/meminfo", "r");
@@ -55,8 +55,8 @@ uint64_t mem_available() {
 }
 
 CardUse::CardUse(const Gpu& gpu, Mode mode, LimitSetting l)
-    : gpu_(gpu), mode_(mode), limit_(l), time_part_(l.given || rests_by_default(gpu.type())), heap_(gpu.heap_bytes()),
-      ram_(shares_ram(gpu.type())) {
+    : gpu_(gpu), mode_(mode), limit_(l), time_part_(l.given || rests_by_default(gpu.kind())), heap_(gpu.heap_bytes()),
+      ram_(shares_ram(gpu.kind())) {
     // Test hook: a card of this many bytes, so that a tiny model can be larger than the limit.
     if (const char* h = std::getenv("BANKML_GPU_TEST_HEAP")) {
         char* end = nullptr;
@@ -129,7 +129,7 @@ Status CardUse::snapshot() const {
     s.limit = limit_.value;
     s.limit_given = limit_.given;
     s.time_limit = time_part_;
-    s.integrated = gpu_.type() == "integrated";
+    s.integrated = gpu_.kind() == Kind::Integrated;
     s.resting = resting();
     s.share = share.load();
     s.allocated_bytes = gpu_.allocated();

@@ -40,10 +40,10 @@ struct LimitSetting {
 LimitSetting limit_from_env();
 double limit();
 
-// Whether the time part applies to a card of this type ("integrated", "discrete", ...).
-bool rests_by_default(const std::string& type);
-// Whether a card of this type computes in the system's RAM ("integrated", "cpu").
-bool shares_ram(const std::string& type);
+// Whether the time part applies by default to a card of this kind (Integrated only).
+bool rests_by_default(Kind kind);
+// Whether a card of this kind computes in the system's RAM (Integrated, Cpu).
+bool shares_ram(Kind kind);
 // MemAvailable from /proc/meminfo in bytes (0 when unreadable).
 uint64_t mem_available();
 
