@@ -15,9 +15,14 @@ static int run_kernels(const std::vector<std::string>& args) {
     return quant::bench_kernels({f.get_double("time", 0.15, 0.01, 10.0), f.has("quick")});
 }
 
+// The per-token floors of the 1-bit and ternary formats, their layouts from quant's table.
+static int run_memory(const std::vector<std::string>& args) {
+    return par::bench_memory_main(args, {quant::weight_format(quant::Type::Q1_0), quant::weight_format(quant::Type::Q2_0)});
+}
+
 static const SubBench BENCHES[] = {
     {"pool", "Pool::run wake-up cost against spawning threads, 1..N threads", par::bench_pool_main},
-    {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", par::bench_memory_main},
+    {"memory", "streaming read bandwidth on the pool and the per-token floor it implies", run_memory},
     {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads", run_kernels},
     {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
 };
