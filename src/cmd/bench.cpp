@@ -5,6 +5,7 @@
 #include "cmd/commands.h"
 #include "core/error.h"
 #include "gpu/bench.h"
+#include "model/products.h"
 #include "par/bench.h"
 #include "quant/bench.h"
 
@@ -36,8 +37,8 @@ static int run_bench(const std::vector<std::string>& args) {
     return run_model_bench(args);
 }
 
-const cli::Command bench_command = {
-    "bench", "benchmarks: the pool, memory bandwidth, the kernels, a model",
+// The synthetic model's types are those the products compute (quant's traits table).
+static const std::string BENCH_HELP =
     "usage: bankml bench [-m FILE | --shape 1.7b --type q1_0] [-p 64] [-n 32] [-t 1,2] [-r 3] [--kv f16|f32]\n"
     "                    [--gpu on|off|share|on,share,off] [-o md|json|csv] [--json]\n"
     "       bankml bench SUB [ARGS]\n\n"
@@ -50,13 +51,15 @@ const cli::Command bench_command = {
     "a share of each Q1_0 product's rows, per matrix shape where it measured faster (backend\n"
     "CPU+Vulkan; what it decided is the JSON rows' \"gpu\".shapes).\n"
     "Without -m it writes a synthetic model of --shape (tiny, 1.7b, 4b, 8b; default 1.7b) and --type\n"
-    "(q1_0, q2_0, f16, f32; default q1_0) to a temporary file, seeded by --seed (default 7).\n"
+    "(" + model::product_type_names(", ", ", ") + "; default q1_0) to a temporary file, seeded by --seed (default 7).\n"
     "-o json (or --json) prints llama-bench's JSON fields, -o csv its CSV columns; llama-bench's\n"
     "-ngl, -fa and -ctk/-ctv (f16 or f32) are accepted as in `bankml help run`.\n\n"
     "  pool    [--threads N] [--runs N] [--json]   Pool::run against spawning threads, 1..N threads\n"
     "  memory  [--threads N] [--mib N] [--reps N] [--json]   read bandwidth, per-token floor\n"
     "  kernels [--time S] [--quick]   CPU kernels: reference vs fast vs a ggml-shaped baseline, 1 and all threads\n"
-    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n",
-    run_bench};
+    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n";
+
+const cli::Command bench_command = {"bench", "benchmarks: the pool, memory bandwidth, the kernels, a model", BENCH_HELP.c_str(),
+                                    run_bench};
 
 }  // namespace bankml::cmd

@@ -1,6 +1,7 @@
 #include "model/products.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -23,15 +24,20 @@ bool kernel_type(gguf::Type t) {
 
 bool product_type_supported(gguf::Type t) { return t == gguf::Type::F32 || kernel_type(t); }
 
-std::string product_type_names() {
+std::string product_type_names(const char* sep, const char* last, bool upper) {
     std::vector<std::string> names;
     for (const quant::TypeTraits& t : quant::all_traits())
         if (product_type_supported(t.type)) names.push_back(t.name);
     std::string out;
-    for (size_t i = 0; i < names.size(); ++i)
-        out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (upper)
+            for (char& c : names[i]) c = char(std::toupper((unsigned char)c));
+        out += (i == 0 ? "" : i + 1 == names.size() ? last : sep) + names[i];
+    }
     return out;
 }
+
+std::string product_type_names() { return product_type_names(", ", " or "); }
 
 void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y) {
     const size_t cols = (size_t)w.cols, rows = (size_t)w.rows;

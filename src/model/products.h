@@ -47,6 +47,9 @@ public:
 bool product_type_supported(gguf::Type t);
 // Their names for messages: "f32, f16, q1_0 or q2_0".
 std::string product_type_names();
+// The same joined by `sep` (and `last` before the last one), upper case if asked: for help texts
+// ("q1_0|q2_0|f16|f32" is product_type_names("|", "|")).
+std::string product_type_names(const char* sep, const char* last, bool upper = false);
 
 // Reusable scratch for the quantized activations, so that products allocate nothing per token.
 class Products {
