@@ -5,13 +5,15 @@
 #
 #   scripts/measure-gpu-machine.sh [OUT_DIR] [PARTS]
 #
-# PARTS: a comma list of basics (discovery, the kernel bench), verify, check, speed, profile
-# (default: all of them). LLAMA_BENCH, when
+# PARTS: a comma list of basics (discovery, the kernel bench), verify, check, speed, profile,
+# share (per-shape calibration: what it decides for each 1.7B and 8B Q1_0 shape, and decode with
+# the whole token on the card, with the per-shape share, and on the CPU alone, in one run each;
+# the rests of BANKML_GPU_LIMIT=0.5 beside them) (default: all of them). LLAMA_BENCH, when
 # set, is a llama-bench binary run on the same files. Models are written to $MODELS (default
 # /tmp/bankml-models) once.
 set -u
 out=${1:-/tmp/bankml-measure}
-parts=${2:-basics,verify,check,speed,profile}
+parts=${2:-basics,verify,check,speed,profile,share}
 models=${MODELS:-/tmp/bankml-models}
 mkdir -p "$out" "$models"
 bin=${BANKML:-./bankml}
@@ -64,4 +66,20 @@ if has profile; then
   m=$(model 8b q1_0)
   log "profile 8b q1_0"
   BANKML_GPU_PROFILE=1 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 | grep -v '^[0-9]' | tee -a "$out/summary.txt"
+fi
+
+if has share; then
+  for mt in 1.7b:q1_0 8b:q1_0; do
+    m=$(model "${mt%%:*}" "${mt##*:}") || continue
+    j="$out/share-${mt%%:*}.json"
+    log "per-shape calibration $mt: bench --gpu on,share,off (tg128, 3 repetitions; the share row's first includes the tuning)"
+    "$bin" bench -m "$m" -p 0 -n 128 -r 3 --gpu on,share,off --json >"$j" 2>"$out/share-${mt%%:*}.err"
+    grep -E '"backends"|"avg_ts"|"stddev_ts"' "$j" | paste - - - | tee -a "$out/summary.txt"
+    # The decisions: one line per shape (rows, cols, on, the medians of both sides in ms).
+    tr -d ' \n' <"$j" | grep -o '{"rows":[^}]*}' | tee -a "$out/summary.txt"
+    grep "GPU" "$out/share-${mt%%:*}.err" | tee -a "$out/summary.txt"
+    log "rests $mt: BANKML_GPU_LIMIT=0.5, whole tokens (tg64): tokens on the card and on the CPU"
+    BANKML_GPU_LIMIT=0.5 "$bin" run -m "$m" --tokens 1,2,3,4 -n 64 --json 2>/dev/null |
+      grep -oE '"(tokens_on_card|tokens_on_cpu_resting|decode_tokens_per_s)":[0-9.e+-]+' | tee -a "$out/summary.txt"
+  done
 fi

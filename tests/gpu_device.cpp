@@ -20,9 +20,9 @@ TestGpu& test_gpu_device() {
         auto devs = Gpu::devices();
         if (set) unsetenv("BANKML_GPU_VALIDATION");
         const PhysicalDevice* pick = nullptr;
-        for (const char* type : {"discrete", "integrated", "cpu"})
+        for (bankml::gpu::Kind kind : {bankml::gpu::Kind::Discrete, bankml::gpu::Kind::Integrated, bankml::gpu::Kind::Cpu})
             for (auto& d : devs)
-                if (!pick && d.type == type) pick = &d;
+                if (!pick && d.kind == kind) pick = &d;
         if (pick) {
             t.gpu = std::make_unique<Gpu>(Gpu::open(pick->index));
             t.index = pick->index;

@@ -360,7 +360,7 @@ TEST(gpu_verify_command_lines_and_dump_spirv) {
     // On lavapipe (allowed for the test) the oracle passes (small shapes: the full ones are for
     // `bankml gpu --verify` itself), and a corrupted row is refused.
     bool lavapipe = false;
-    for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
+    for (auto& dev : Gpu::devices()) lavapipe |= dev.kind == Kind::Cpu;
     if (!lavapipe) SKIP("gpu", "no software renderer here to run the full --verify on");
     auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 " + bt::bankml_bin() + " gpu --verify");
     CHECK_EQ(ok.code, 0);
@@ -394,7 +394,7 @@ TEST(vulkan_validation_reports_nothing) {
 
 TEST(bench_gpu_quick_runs_on_lavapipe) {
     bool lavapipe = false;
-    for (auto& dev : Gpu::devices()) lavapipe |= dev.type == "cpu";
+    for (auto& dev : Gpu::devices()) lavapipe |= dev.kind == Kind::Cpu;
     if (!lavapipe) SKIP("gpu", "no software renderer here to run the benchmark on");
     auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
     CHECK_EQ(r.code, 0);

@@ -201,7 +201,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
     CHECK_EQ(usage.code, 2);
 
     bool lavapipe = false;
-    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
+    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.kind == gpu::Kind::Cpu;
     if (!lavapipe) SKIP("gpu", "no software renderer here to run --verify on");
     const std::string env = "BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_SMALL=1 ";
     auto ok = bt::run_cmd(env + bt::bankml_bin() + " gpu --verify --json");
@@ -249,7 +249,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
 // whose attention differs in one bit keeps the model on the CPU, and says why.
 TEST(gpu_model_stays_on_the_cpu_when_an_op_kernel_differs) {
     bool lavapipe = false;
-    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.type == "cpu";
+    for (auto& dev : gpu::Gpu::devices()) lavapipe |= dev.kind == gpu::Kind::Cpu;
     if (!lavapipe) SKIP("gpu", "no software renderer here to run the model on");
     const std::string run = bt::bankml_bin() + " run -m " + bt::data_path("tiny-q2_0.gguf") + " --tokens 1,2,3 -n 2";
     auto ok = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 " + run);

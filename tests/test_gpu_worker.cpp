@@ -53,6 +53,7 @@ std::unique_ptr<gpu::Worker> test_worker(const gpu::WorkerOptions& extra = {}) {
     if (!any_vulkan_device()) SKIP("gpu", "no Vulkan device here (not even lavapipe: apt-get install mesa-vulkan-drivers)");
     gpu::WorkerOptions opt = extra;
     opt.full_verify = false;  // the small shapes: the suite stays fast (a real run verifies fully)
+    opt.calibrate_shapes = false;  // every product takes the share (per-shape calibration: test_gpu_limiter)
     if (opt.share < 0) opt.share = 0.5;
     return gpu::Worker::open(opt);
 }

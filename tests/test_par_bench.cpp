@@ -4,6 +4,7 @@
 
 #include "core/json.h"
 #include "par/bench.h"
+#include "quant/bench.h"
 #include "test.h"
 
 using namespace bankml;
@@ -17,15 +18,15 @@ TEST(par_bench_bytes_per_token_follow_the_qwen3_shapes) {
     CHECK(par::QWEN3_1_7B.tied);
     CHECK(!par::QWEN3_8B.tied);
     // One 8B token reads 2.13 GB ternary, 1.06 GB 1-bit (docs/modules/par.md).
-    uint64_t t8 = par::bytes_per_token(par::QWEN3_8B, par::Q2_0_FORMAT);
-    uint64_t b8 = par::bytes_per_token(par::QWEN3_8B, par::Q1_0_FORMAT);
+    uint64_t t8 = par::bytes_per_token(par::QWEN3_8B, quant::weight_format(quant::Type::Q2_0));
+    uint64_t b8 = par::bytes_per_token(par::QWEN3_8B, quant::weight_format(quant::Type::Q1_0));
     CHECK_NEAR(double(t8) / 1e9, 2.13, 0.005);
     CHECK_NEAR(double(b8) / 1e9, 1.065, 0.005);
     // Quantized bytes are exact multiples of the block; norms add a little f32 on top.
     uint64_t q17 = (w17 + 2048) / 128 * 18;
     uint64_t norms17 = (28ull * (2 * 2048 + 2 * 128) + 2048) * 4;
-    CHECK_EQ(par::bytes_per_token(par::QWEN3_1_7B, par::Q1_0_FORMAT), q17 + norms17);
-    CHECK_EQ(par::bytes_per_token(par::QWEN3_1_7B, par::Q2_0_FORMAT), (w17 + 2048) / 64 * 18 + norms17);
+    CHECK_EQ(par::bytes_per_token(par::QWEN3_1_7B, quant::weight_format(quant::Type::Q1_0)), q17 + norms17);
+    CHECK_EQ(par::bytes_per_token(par::QWEN3_1_7B, quant::weight_format(quant::Type::Q2_0)), (w17 + 2048) / 64 * 18 + norms17);
 }
 
 TEST(par_bench_pool_overhead_has_a_row_per_thread_count) {
@@ -63,7 +64,7 @@ TEST(par_bench_commands_print_json_and_reject_bad_flags) {
     REQUIRE_EQ(md["floors"].size(), size_t(4));
     CHECK_EQ(md["floors"][3]["model"].as_string(), "Qwen3-8B");
     CHECK_EQ(md["floors"][3]["format"].as_string(), "Q2_0");
-    CHECK_EQ(md["floors"][3]["bytes_per_token"].as_uint(), par::bytes_per_token(par::QWEN3_8B, par::Q2_0_FORMAT));
+    CHECK_EQ(md["floors"][3]["bytes_per_token"].as_uint(), par::bytes_per_token(par::QWEN3_8B, quant::weight_format(quant::Type::Q2_0)));
     auto t = bt::run_cmd(bt::bankml_bin() + " bench memory --mib 4 --threads 1");
     CHECK_EQ(t.code, 0);
     CHECK(t.out.find("Qwen3-1.7B   Q1_0") != std::string::npos);

@@ -244,6 +244,8 @@ TEST(serve_endpoints_answer_over_loopback) {
     CHECK_EQ(u["engine"]["slots"].as_int(), 1);
     CHECK_EQ(u["engine"]["queue"].as_int(), 0);
     CHECK(u["gpu"].is_null() || u["gpu"]["device"].is_string());
+    CHECK(u.contains("gpu_limiter"));  // gpu::status(): null without a card
+    CHECK(u["gpu_limiter"].is_null() || u["gpu_limiter"]["limit"].is_number());
     auto m = s.get("/metrics");
     REQUIRE(m);
     CHECK_EQ(m->status, 200);
@@ -647,4 +649,23 @@ TEST(serve_chat_page_streams_a_reply_in_headless_chromium) {
         if (cancelled == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     CHECK_EQ(cancelled, 1);
+}
+
+TEST(serve_usage_reports_what_the_card_does) {
+    setenv("BANKML_GPU_ALLOW_SOFTWARE", "1", 1);  // the test card (lavapipe where there is no other)
+    ServeProc s({"-m", tiny(), "-t", "1", "-c", "128"});
+    unsetenv("BANKML_GPU_ALLOW_SOFTWARE");
+    REQUIRE(s.ok());
+    int st = 0;
+    json::Value r = s.post_json("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":4,"temperature":0})", &st);
+    CHECK_EQ(st, 200);
+    json::Value u = usage(s);
+    if (u["gpu"].is_null()) SKIP("gpu", "no card runs the model here: " + s.err());
+    const json::Value& g = u["gpu_limiter"];
+    CHECK_EQ(g["mode"].as_string(), "forward");
+    CHECK_EQ(g["limit"].as_double(), 0.8);
+    CHECK_GE(g["tokens_on_card"].as_int(), 3 + 3);
+    CHECK_GT(g["allocated_bytes"].as_uint(), (uint64_t)0);
+    int rc = s.stop();
+    CHECK_EQ(rc, 0);
 }

@@ -21,6 +21,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/json.h"
+#include "gpu/limiter.h"
 #include "model/forward.h"
 #include "model/synth.h"
 #include "par/pool.h"
@@ -35,6 +36,7 @@ struct Row {
     std::string test;
     int n_prompt, n_gen;
     std::vector<double> samples;  // tokens/s per repetition
+    json::Value gpu;              // gpu::status() after the row's runs (null without a card)
     double mean() const {
         double s = 0;
         for (double v : samples) s += v;
@@ -129,20 +131,23 @@ int run_model_bench(const std::vector<std::string>& args) {
     }
     const std::string kv = kv_type(a);
     // --gpu on,off: each mode a row set, as llama-bench's -ngl 99,0 (on: the card when one verifies).
-    std::vector<bool> gpu_modes;
+    // share: the card takes a share of the Q1_0 products per shape (gpu::Worker), never the token.
+    enum class Use { off, on, share };
+    std::vector<Use> gpu_modes;
     if (a.has("gpu") && a.has("n-gpu-layers")) throw UsageError("give --gpu or -ngl, not both");
     if (a.has("n-gpu-layers")) {
         auto l = cli::parse_int_list(a.get("n-gpu-layers", ""));
         if (!l || l->empty()) throw UsageError("-ngl wants a comma list of layer counts, got '" + a.get("n-gpu-layers", "") + "'");
-        for (int64_t v : *l) gpu_modes.push_back(v != 0);
+        for (int64_t v : *l) gpu_modes.push_back(v != 0 ? Use::on : Use::off);
     } else {
         const std::string g = a.get("gpu", "on");
         size_t at = 0;
         while (at <= g.size()) {
             const size_t comma = std::min(g.find(',', at), g.size());
             const std::string v = g.substr(at, comma - at);
-            if (v != "on" && v != "off") throw UsageError("--gpu wants on, off or a list of them, got '" + g + "'");
-            gpu_modes.push_back(v == "on");
+            if (v != "on" && v != "off" && v != "share")
+                throw UsageError("--gpu wants on, off, share or a list of them, got '" + g + "'");
+            gpu_modes.push_back(v == "on" ? Use::on : v == "share" ? Use::share : Use::off);
             at = comma + 1;
         }
     }
@@ -179,15 +184,17 @@ int run_model_bench(const std::vector<std::string>& args) {
     uint64_t size = 0, params = 0;
     std::mt19937 rng(1234);
     std::string card;
-    for (bool use_gpu : gpu_modes)
+    for (Use use_gpu : gpu_modes)
     for (int t : threads) {
         model::ModelOptions opt;
         opt.threads = t;
         opt.ctx = std::max(n_prompt, n_gen) + 1;
         opt.kv_f32 = kv == "f32";
         auto m = model::Model::open(path, opt);
-        if (use_gpu) attach_gpu(*m, t);
-        const std::string backend = m->on_gpu() ? "Vulkan" : "CPU";
+        if (use_gpu == Use::on) attach_gpu(*m, t);
+        if (use_gpu == Use::share) attach_share(*m, t);
+        // "CPU+Vulkan": the card takes a share of the products where it pays (gpu::Worker).
+        const std::string backend = m->on_gpu() ? "Vulkan" : m->has_offload() ? "CPU+Vulkan" : "CPU";
         if (m->on_gpu()) card = m->device();
         if (model_desc.empty()) {
             gguf::Type mt = gguf::Type::F32;
@@ -223,16 +230,18 @@ int run_model_bench(const std::vector<std::string>& args) {
         // A warm-up of each test first (page in the weights, wake the pool), as llama-bench does.
         if (n_prompt > 0) {
             prompt_run();
-            Row r{backend, t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}};
+            Row r{backend, t, "pp" + std::to_string(n_prompt), n_prompt, 0, {}, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_prompt / prompt_run());
+            r.gpu = gpu::status_value();
             rows.push_back(r);
         }
         if (n_gen > 0) {
             m->reset();
             int32_t x = 0;
             m->eval(std::span<const int32_t>(&x, 1));
-            Row r{backend, t, "tg" + std::to_string(n_gen), 0, n_gen, {}};
+            Row r{backend, t, "tg" + std::to_string(n_gen), 0, n_gen, {}, {}};
             for (int i = 0; i < reps; i++) r.samples.push_back(n_gen / gen_run());
+            r.gpu = gpu::status_value();
             rows.push_back(r);
         }
     }
@@ -267,7 +276,8 @@ int run_model_bench(const std::vector<std::string>& args) {
                 .set("avg_ts", r.mean())
                 .set("stddev_ts", r.stddev())
                 .set("samples_ts", std::move(samples))
-                .set("peak_rss_mib", peak_mib);
+                .set("peak_rss_mib", peak_mib)
+                .set("gpu", r.gpu);
             doc.push(std::move(row));
         }
         std::printf("%s\n", json::write(doc, 2).c_str());

@@ -22,6 +22,7 @@ public:
         return w_->begin(key, w, rows, cols, act_q8);
     }
     void finish(float* out) override { w_->finish(out); }
+    bool takes(size_t rows, size_t cols) const override { return w_->takes(rows, cols); }
 
 private:
     std::unique_ptr<gpu::Worker> w_;
@@ -69,12 +70,13 @@ bool run_on_card(model::Model& m) {
 
 void attach_gpu(model::Model& m, int threads) {
     if (run_on_card(m)) return;
+    attach_share(m, threads);
+}
+
+void attach_share(model::Model& m, int threads) {
     if (!m.has_q1_0()) return;
-    // Opt-in: on the H200 a share of every decode product made decoding 2.5-3x slower (each product
-    // pays a submit, an activation upload and a fence wait; docs/modules/worker.md), so the card
-    // takes rows only when BANKML_GPU_SHARE asks for it (a share, or "auto" to calibrate).
-    const char* share = std::getenv("BANKML_GPU_SHARE");
-    if (!share || !*share) return;
+    // The fallback for a card or a model the whole-token path cannot take: a share of each Q1_0
+    // product's rows, per matrix shape only where it was measured to pay (gpu::Worker).
     gpu::WorkerOptions opt;
     opt.cpu_threads = threads > 0 ? threads : m.threads();
     auto w = gpu::Worker::open(opt);

@@ -17,10 +17,13 @@ std::shared_ptr<model::Offload> as_offload(std::unique_ptr<gpu::Worker> w);
 bool run_on_card(model::Model& m);
 
 // For `run`, `chat`, `bench` and `perplexity`: the whole decode on a verified card (run_on_card);
-// otherwise,  when the model has Q1_0 matrices, opens gpu::Worker (full verification,
-// share from BANKML_GPU_SHARE or calibrated against `threads` CPU threads), gives it to the model
-// and says on stderr which card takes what share. Without a usable card the model stays on the
-// CPU (Worker::open says why, unless BANKML_GPU=off).
+// otherwise, when the model has Q1_0 matrices, opens gpu::Worker (full verification, share from
+// BANKML_GPU_SHARE or calibrated against `threads` CPU threads, then per-shape calibration),
+// gives it to the model and says on stderr which card takes what share. Without a usable card the
+// model stays on the CPU (Worker::open says why, unless BANKML_GPU=off).
 void attach_gpu(model::Model& m, int threads);
+// The worker alone (attach_gpu's fallback), also where the card could run the whole token: for
+// `bench --gpu share`, which compares the two ways of using a card.
+void attach_share(model::Model& m, int threads);
 
 }  // namespace bankml::cmd

@@ -190,8 +190,8 @@ static int run_run(const std::vector<std::string>& args) {
     return run_text(a);
 }
 
-const cli::Command run_command = {
-    "run", "generate text (or greedy token ids) from a prompt with a qwen3 GGUF model",
+// The matrix types in the help are those the products compute (quant's traits table).
+static const std::string RUN_HELP =
     "usage: bankml run -m FILE -p TEXT [--chat [--system TEXT] [--no-think]] [OPTIONS]\n"
     "       bankml run -m FILE --tokens 1,2,3 [-n 64] [-t N] [-c N] [--kv f16|f32] [--json]\n\n"
     "With -p (or -f FILE), completes the text: the model's continuation is streamed to stdout as it\n"
@@ -205,7 +205,7 @@ const cli::Command run_command = {
     "With --tokens, runs the ids through the model and appends the most likely token n times\n"
     "(greedy, default 64, -1: until the context is full; end tokens included), printing the ids (the\n"
     "forward pass's check against llama.cpp; --json: the prompt, the tokens and the timings).\n\n"
-    "  -m FILE       a qwen3 GGUF (Q1_0, Q2_0, F16 or F32 matrices) with its tokenizer\n"
+    "  -m FILE       a qwen3 GGUF (" + model::product_type_names(", ", " or ", true) + " matrices) with its tokenizer\n"
     "  -p TEXT       the prompt; -f FILE reads it from a file\n"
     "  --tokens IDS  the prompt, token ids separated by commas or spaces\n"
     "  --chat        one chat turn: -p is the user's message\n"
@@ -214,7 +214,9 @@ const cli::Command run_command = {
     "  --json        one JSON object instead of the stream (with \"backend\": cpu or vulkan and the\n"
     "                \"device\" that ran the model)\n"
     BANKML_LOGITS_HELP
-    BANKML_TEXT_GEN_HELP,
-    run_run};
+    BANKML_TEXT_GEN_HELP;
+
+const cli::Command run_command = {"run", "generate text (or greedy token ids) from a prompt with a qwen3 GGUF model",
+                                  RUN_HELP.c_str(), run_run};
 
 }  // namespace bankml::cmd

@@ -25,8 +25,8 @@ void on_signal(int) { g_stop.store(true); }
 
 // /bankml/usage's "gpu": what bankml knows of the card in use, null when decoding runs on the CPU
 // alone. A card that verifies runs each slot's whole decode (run_on_card, one copy of the model
-// per slot); otherwise, when BANKML_GPU_SHARE asks for it (as `bankml run`), one verified worker
-// takes a share of every slot's products (slots take turns, so one product runs at a time).
+// per slot); otherwise, for a Q1_0 model (as `bankml run`), one verified worker takes a share of
+// every slot's products where it pays (slots take turns, so one product runs at a time).
 json::Value attach_gpu_to_slots(std::vector<std::unique_ptr<model::Model>>& models, int threads) {
     if (!models.empty() && run_on_card(*models[0])) {
         size_t on_card = 1;
@@ -36,8 +36,7 @@ json::Value attach_gpu_to_slots(std::vector<std::unique_ptr<model::Model>>& mode
         g.set("slots_on_card", (unsigned long long)on_card);
         return g;
     }
-    const char* share = std::getenv("BANKML_GPU_SHARE");
-    if (models.empty() || !models[0]->has_q1_0() || !share || !*share) return nullptr;
+    if (models.empty() || !models[0]->has_q1_0()) return nullptr;
     gpu::WorkerOptions wo;
     wo.cpu_threads = threads > 0 ? threads : models[0]->threads();
     auto w = gpu::Worker::open(wo);
@@ -128,7 +127,8 @@ const cli::Command serve_command = {
     "  POST /v1/completions        plain text completion\n"
     "  GET  /v1/models             the served model\n"
     "  GET  /health                503 while the model loads, then 200 (no key needed)\n"
-    "  GET  /bankml/usage          the engine's counters and the card in use, as JSON\n"
+    "  GET  /bankml/usage          the engine's counters, the card in use and what it is doing\n"
+    "                              (\"gpu_limiter\": gpu::status, as `bankml run --json`'s \"gpu\")\n"
     "  GET  /metrics               the same counters for Prometheus\n"
     "  GET  /                      a chat page\n"
     "A request's tokens depend only on the request (its seed, its sampling): the same whether it\n"

@@ -72,9 +72,11 @@ int run_synth(const std::vector<std::string>& args) {
 
 }  // namespace
 
-const cli::Command synth_command = {
-    "synth", "write a synthetic qwen3 GGUF (shape, Q1_0/Q2_0/F16/F32, seed, vocabulary)",
-    "usage: bankml synth [--shape tiny|1.7b|4b|8b] [--type q1_0|q2_0|f16|f32] [--seed N] -o FILE\n"
+// The matrix types are those the products compute (quant's traits table).
+static const std::string SYNTH_SUMMARY =
+    "write a synthetic qwen3 GGUF (shape, " + model::product_type_names("/", "/", true) + ", seed, vocabulary)";
+static const std::string SYNTH_HELP =
+    "usage: bankml synth [--shape tiny|1.7b|4b|8b] [--type " + model::product_type_names("|", "|") + "] [--seed N] -o FILE\n"
     "                    [--vocab-from GGUF] [--name NAME] [--embd N] [--layers N] [--heads N]\n"
     "                    [--kv-heads N] [--head-dim N] [--ff N] [--vocab N] [--tied|--untied] [--ctx N]\n\n"
     "Writes a model of llama.cpp's qwen3 architecture with random, well-scaled weights: the same\n"
@@ -84,7 +86,8 @@ const cli::Command synth_command = {
     "the real ones. The dimension flags override the shape's. Matrices are --type (default q1_0),\n"
     "norms f32. The vocabulary is synthetic (byte tokens, merges, the Qwen special tokens and a\n"
     "chat template), or with --vocab-from every tokenizer.* key of another GGUF (its token count\n"
-    "sets the vocabulary size). Defaults: --shape tiny --type q1_0 --seed 0.\n",
-    run_synth};
+    "sets the vocabulary size). Defaults: --shape tiny --type q1_0 --seed 0.\n";
+
+const cli::Command synth_command = {"synth", SYNTH_SUMMARY.c_str(), SYNTH_HELP.c_str(), run_synth};
 
 }  // namespace bankml::cmd

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/json.h"
+#include "gpu/limiter.h"
 
 namespace bankml::cmd {
 
@@ -156,6 +157,8 @@ void set_backend(json::Value& doc, const model::Model& m) {
     doc.set("backend", m.on_gpu() ? "vulkan" : "cpu");
     if (m.on_gpu()) doc.set("device", m.device());
     else doc.set("device", json::Value());
+    // What the card did (whole tokens, or a share of the products), null when no card works.
+    doc.set("gpu", gpu::status_value());
 }
 
 std::string result_json(const model::GenerateResult& r, uint64_t seed, double load_seconds, const model::Model& m) {

@@ -4,6 +4,7 @@
 #include "core/cpu.h"
 #include "core/kernels.h"
 #include "core/error.h"
+#include "quant/traits.h"
 
 namespace bankml::cmd {
 
@@ -16,7 +17,13 @@ static int run_version(const std::vector<std::string>& args) {
     std::printf("compiler: g++ %s, C++%ld\n", __VERSION__, __cplusplus / 100 % 100);
 #endif
     std::printf("cpu features: %s\n", cpu_features_string().c_str());
-    std::printf("kernels: %s (f16, q8_0, q1_0, q2_0, f16 products)\n", kernels_description().c_str());
+    // What the kernels compute, from quant's traits table.
+    std::string products, acts;
+    for (const quant::TypeTraits& t : quant::all_traits()) {
+        if (t.rows_ref) products += std::string(products.empty() ? "" : ", ") + t.name;
+        if (t.from_float) acts += std::string(acts.empty() ? "" : ", ") + t.name;
+    }
+    std::printf("kernels: %s (%s products; %s activations)\n", kernels_description().c_str(), products.c_str(), acts.c_str());
     return 0;
 }
 

@@ -1,4 +1,4 @@
-// Command-line helpers shared by every command: flag parsing with strict values, and the
+// Command-line functions shared by every command: flag parsing with strict values, and the
 // command table entry each module exports.
 #pragma once
 #include <cstdint>

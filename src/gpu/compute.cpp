@@ -2,6 +2,7 @@
 
 #include "gpu/vulkan.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,16 +109,6 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
     return pe.pipelineExecutableInfo == VK_TRUE;
 }
 
-const char* type_name(VkPhysicalDeviceType t) {
-    switch (t) {
-        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-        case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-        default: return "other";
-    }
-}
-
 }  // namespace
 
 // "Register Count 64": the statistic's name as the driver gives it, then its value.
@@ -168,6 +159,9 @@ struct Gpu::Impl {
 #undef X
     bool statistics = false;  // VK_KHR_pipeline_executable_properties is enabled on dev
     std::string name;
+    Kind kind = Kind::Other;
+    size_t index = 0;        // vkEnumeratePhysicalDevices order
+    uint64_t heap_bytes = 0; // the heap buffer() allocates from
     Gpu::Limits limits;
     VkDevice dev = VK_NULL_HANDLE;
     VkQueue queue = VK_NULL_HANDLE;
@@ -196,7 +190,8 @@ struct Gpu::Impl {
     bool f64 = false;
     Gpu::FloatControls float_controls;
     std::string float_controls_detail = "no Vulkan 1.2 properties";
-    uint64_t next_id = 1, allocated = 0;
+    uint64_t next_id = 1;
+    std::atomic<uint64_t> allocated{0};  // read by the limiter from other threads
     bool pending = false;
     int spin_us = SPIN_US;
 
@@ -311,7 +306,7 @@ std::vector<PhysicalDevice> Gpu::devices() {
     for (size_t i = 0; i < pds.size(); ++i) {
         VkPhysicalDeviceProperties p;
         L.props(pds[i], &p);
-        out.push_back({i, p.deviceName, type_name(p.deviceType)});
+        out.push_back({i, p.deviceName, vulkan::kind_of(p.deviceType, p.deviceName)});
     }
     return out;
 }
@@ -327,6 +322,8 @@ Gpu Gpu::open(size_t index) {
     VkPhysicalDeviceProperties props;
     L.props(pd, &props);
     d->name = props.deviceName;
+    d->kind = vulkan::kind_of(props.deviceType, d->name);
+    d->index = index;
     d->limits = {props.limits.maxComputeWorkGroupInvocations, props.limits.maxComputeWorkGroupSize[0],
                  props.limits.maxComputeSharedMemorySize};
     // Test hook: BANKML_GPU_TEST_LIMITS=invocations,size_x,shared_bytes makes the card report these
@@ -425,6 +422,8 @@ Gpu Gpu::open(size_t index) {
     d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
     if (d->devlocal_type < 0) d->devlocal_type = d->find_type(VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     if (d->host_type < 0) throw Error("Gpu::open(" + std::to_string(index) + "): " + d->name + " has no host-visible coherent memory");
+    const int first = d->devlocal_host_type >= 0 ? d->devlocal_host_type : d->host_type;
+    d->heap_bytes = d->mem.memoryHeaps[d->mem.memoryTypes[first].heapIndex].size;
 
     VkCommandPoolCreateInfo pi{};
     pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
@@ -492,7 +491,10 @@ std::vector<float> Gpu::read_f32(const Buffer& b, size_t n) const {
     return v;
 }
 
-uint64_t Gpu::allocated() const { return d_->allocated; }
+uint64_t Gpu::allocated() const { return d_->allocated.load(std::memory_order_relaxed); }
+uint64_t Gpu::heap_bytes() const { return d_->heap_bytes; }
+Kind Gpu::kind() const { return d_->kind; }
+size_t Gpu::index() const { return d_->index; }
 
 void Gpu::free(Buffer& b) {
     const auto& x = d_->get(b);

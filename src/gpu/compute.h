@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/gpu.h"
+
 struct VkPipelineExecutableStatisticKHR;
 
 namespace bankml::gpu {
@@ -36,7 +38,7 @@ struct Pipeline {
 struct PhysicalDevice {
     size_t index = 0;
     std::string name;
-    std::string type;  // "integrated", "discrete", "virtual", "cpu" or "other"
+    Kind kind = Kind::Other;  // Cpu for a software renderer whatever its driver reports
 };
 
 // One dispatch of a recorded sequence: a pipeline, its buffers (one per binding), its push
@@ -98,7 +100,15 @@ public:
     void write(const Buffer& b, std::span<const T> data) { write_bytes(b, data.data(), data.size_bytes()); }
     void write_bytes(const Buffer& b, const void* data, size_t bytes);
     std::vector<float> read_f32(const Buffer& b, size_t n) const;
-    uint64_t allocated() const;  // bytes bankml's live buffers hold
+    uint64_t allocated() const;  // bytes bankml's live buffers hold (any thread may ask)
+    // The size of the memory heap buffer() allocates from (device-local host-visible where the
+    // card has it, else host-visible): what BANKML_GPU_LIMIT is a share of.
+    uint64_t heap_bytes() const;
+    // What kind of device it is (PhysicalDevice::kind).
+    Kind kind() const;
+    // The physical device's index (vkEnumeratePhysicalDevices order): several Gpu objects opened
+    // on one card share its memory and its time.
+    size_t index() const;
     void free(Buffer& b);
 
     Pipeline pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes);

@@ -83,8 +83,9 @@ Value kernels_json(const Selection& sel) {
                              "the first selected card, once it gives the CPU's bits in every kernel on the card "
                              "(bankml gpu --verify, repeated with small shapes when a model opens): the whole "
                              "forward pass runs there (every layer's operations with the CPU's bits); where it "
-                             "cannot, BANKML_GPU_SHARE (opt-in) gives the card a share of the rows of each Q1_0 "
-                             "decode product while the CPU pool computes the rest, with the same bits"));
+                             "cannot (no 64-bit floats, a model over BANKML_GPU_LIMIT), the card takes a share of the "
+                             "rows of each Q1_0 decode product for the matrix shapes where it measured faster "
+                             "than the CPU alone, while the CPU pool computes the rest, with the same bits"));
     else
         o.set("Q1_0", kernel("cpu", Value(), sel.off ? "BANKML_GPU turns the GPU off" : "no usable GPU selected"));
     // Q2_0 and F16 run on the card only inside the whole forward pass on the card.

@@ -364,7 +364,7 @@ void for_(U32 begin, U32 end, U32 step, const std::function<void(U32)>& body) {
     mod().loop([&] { return (i.get() < end).id; }, [&] { body(i.get()); }, [&] { i = i.get() + step; });
 }
 
-// ---------------------------------------------------------------- exact helpers
+// ---------------------------------------------------------------- exact building blocks
 
 std::pair<F64, F64> two_sum(F64 a, F64 b) {
     F64 s = a + b;

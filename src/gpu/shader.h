@@ -209,7 +209,7 @@ void if_else(Bool c, const std::function<void()>& then_body, const std::function
 void for_(U32 begin, U32 end, U32 step, const std::function<void(U32)>& body);
 inline void for_(U32 begin, U32 end, const std::function<void(U32)>& body) { for_(begin, end, u32c(1), body); }
 
-// ---- The exact helpers: the CPU's roundings from plain operations.
+// ---- The exact building blocks: the CPU's roundings from plain operations.
 
 // Knuth's TwoSum in double: (RN(a + b), the exact error).
 std::pair<F64, F64> two_sum(F64 a, F64 b);

@@ -90,11 +90,6 @@ static void get_required(F& f, PFN_vkGetInstanceProcAddr gipa, VkInstance inst, 
     f = reinterpret_cast<F>(gipa(inst, name));
     if (!f) throw Error(std::string("vkGetInstanceProcAddr(") + name + ") returned null");
 }
-template <class F>
-static void get_device(F& f, PFN_vkGetDeviceProcAddr gdpa, VkDevice dev, const char* name) {
-    f = reinterpret_cast<F>(gdpa(dev, name));
-    if (!f) throw Error(std::string("vkGetDeviceProcAddr(") + name + ") returned null");
-}
 
 void Vk::load_global(PFN_vkGetInstanceProcAddr gipa) {
     GetInstanceProcAddr = gipa;
@@ -118,68 +113,6 @@ void Vk::load_instance(VkInstance i) {
     get_required(GetDeviceProcAddr, g, i, "vkGetDeviceProcAddr");
     get_optional(CreateDebugUtilsMessengerEXT, g, i, "vkCreateDebugUtilsMessengerEXT");
     get_optional(DestroyDebugUtilsMessengerEXT, g, i, "vkDestroyDebugUtilsMessengerEXT");
-}
-
-void Vk::load_device(VkDevice d) {
-    if (!GetDeviceProcAddr) throw Error("Vk::load_device before load_instance");
-    auto g = GetDeviceProcAddr;
-    get_device(DestroyDevice, g, d, "vkDestroyDevice");
-    get_device(DeviceWaitIdle, g, d, "vkDeviceWaitIdle");
-    get_device(GetDeviceQueue, g, d, "vkGetDeviceQueue");
-    get_device(QueueSubmit, g, d, "vkQueueSubmit");
-    get_device(QueueWaitIdle, g, d, "vkQueueWaitIdle");
-    get_device(CreateBuffer, g, d, "vkCreateBuffer");
-    get_device(DestroyBuffer, g, d, "vkDestroyBuffer");
-    get_device(GetBufferMemoryRequirements, g, d, "vkGetBufferMemoryRequirements");
-    get_device(AllocateMemory, g, d, "vkAllocateMemory");
-    get_device(FreeMemory, g, d, "vkFreeMemory");
-    get_device(BindBufferMemory, g, d, "vkBindBufferMemory");
-    get_device(MapMemory, g, d, "vkMapMemory");
-    get_device(UnmapMemory, g, d, "vkUnmapMemory");
-    get_device(FlushMappedMemoryRanges, g, d, "vkFlushMappedMemoryRanges");
-    get_device(InvalidateMappedMemoryRanges, g, d, "vkInvalidateMappedMemoryRanges");
-    get_device(CreateShaderModule, g, d, "vkCreateShaderModule");
-    get_device(DestroyShaderModule, g, d, "vkDestroyShaderModule");
-    get_device(CreateDescriptorSetLayout, g, d, "vkCreateDescriptorSetLayout");
-    get_device(DestroyDescriptorSetLayout, g, d, "vkDestroyDescriptorSetLayout");
-    get_device(CreatePipelineLayout, g, d, "vkCreatePipelineLayout");
-    get_device(DestroyPipelineLayout, g, d, "vkDestroyPipelineLayout");
-    get_device(CreateComputePipelines, g, d, "vkCreateComputePipelines");
-    get_device(DestroyPipeline, g, d, "vkDestroyPipeline");
-    get_device(CreateDescriptorPool, g, d, "vkCreateDescriptorPool");
-    get_device(DestroyDescriptorPool, g, d, "vkDestroyDescriptorPool");
-    get_device(AllocateDescriptorSets, g, d, "vkAllocateDescriptorSets");
-    get_device(UpdateDescriptorSets, g, d, "vkUpdateDescriptorSets");
-    get_device(CreateCommandPool, g, d, "vkCreateCommandPool");
-    get_device(DestroyCommandPool, g, d, "vkDestroyCommandPool");
-    get_device(AllocateCommandBuffers, g, d, "vkAllocateCommandBuffers");
-    get_device(FreeCommandBuffers, g, d, "vkFreeCommandBuffers");
-    get_device(BeginCommandBuffer, g, d, "vkBeginCommandBuffer");
-    get_device(EndCommandBuffer, g, d, "vkEndCommandBuffer");
-    get_device(ResetCommandBuffer, g, d, "vkResetCommandBuffer");
-    get_device(CmdBindPipeline, g, d, "vkCmdBindPipeline");
-    get_device(CmdBindDescriptorSets, g, d, "vkCmdBindDescriptorSets");
-    get_device(CmdPushConstants, g, d, "vkCmdPushConstants");
-    get_device(CmdDispatch, g, d, "vkCmdDispatch");
-    get_device(CmdPipelineBarrier, g, d, "vkCmdPipelineBarrier");
-    get_device(CmdCopyBuffer, g, d, "vkCmdCopyBuffer");
-    get_device(CmdFillBuffer, g, d, "vkCmdFillBuffer");
-    get_device(CreateFence, g, d, "vkCreateFence");
-    get_device(DestroyFence, g, d, "vkDestroyFence");
-    get_device(ResetFences, g, d, "vkResetFences");
-    get_device(WaitForFences, g, d, "vkWaitForFences");
-    get_device(GetFenceStatus, g, d, "vkGetFenceStatus");
-    get_device(ResetCommandPool, g, d, "vkResetCommandPool");
-    get_device(ResetDescriptorPool, g, d, "vkResetDescriptorPool");
-    get_device(FreeDescriptorSets, g, d, "vkFreeDescriptorSets");
-    get_device(CmdUpdateBuffer, g, d, "vkCmdUpdateBuffer");
-    get_device(CreateQueryPool, g, d, "vkCreateQueryPool");
-    get_device(DestroyQueryPool, g, d, "vkDestroyQueryPool");
-    get_device(CmdResetQueryPool, g, d, "vkCmdResetQueryPool");
-    get_device(CmdWriteTimestamp, g, d, "vkCmdWriteTimestamp");
-    get_device(GetQueryPoolResults, g, d, "vkGetQueryPoolResults");
-    // Core in 1.2 only, and only when the device was created with the feature: may stay null.
-    GetBufferDeviceAddress = reinterpret_cast<PFN_vkGetBufferDeviceAddress>(g(d, "vkGetBufferDeviceAddress"));
 }
 
 // Keeps every library now mapped (the loader's drivers among them) for the life of the process.
@@ -353,7 +286,7 @@ const Instance& instance() {
 
 static std::string cstr(const char* s, size_t max) { return std::string(s, strnlen(s, max)); }
 
-static Kind kind_of(VkPhysicalDeviceType t, const std::string& name) {
+Kind kind_of(VkPhysicalDeviceType t, const std::string& name) {
     // Software renderers are recognised by name too: a driver that reports one as a GPU must not
     // be mistaken for a card.
     for (const char* sw : {"llvmpipe", "lavapipe", "SwiftShader", "softpipe"})

@@ -22,10 +22,13 @@ namespace bankml::gpu::vulkan {
 // ("vkCreateInstance failed: VK_ERROR_INCOMPATIBLE_DRIVER"), or
 // "no Vulkan loader (libvulkan.so.1) on this machine".
 std::vector<Device> devices();
+// The kind of a physical device: its Vulkan type, except that a software renderer (llvmpipe,
+// lavapipe, SwiftShader, softpipe) is Kind::Cpu whatever type its driver reports.
+Kind kind_of(VkPhysicalDeviceType t, const std::string& name);
 
-// The entry points bankml uses, each null until loaded. load_global() fills the ones that need no
-// instance, load_instance() the instance-level ones, load_device() the device-level ones (through
-// vkGetDeviceProcAddr, which skips the loader's dispatch). A missing required entry point throws
+// The instance-level entry points bankml uses, each null until loaded. load_global() fills the ones
+// that need no instance, load_instance() the rest (compute loads the device-level ones itself,
+// through vkGetDeviceProcAddr, which skips the loader's dispatch). A missing required entry point throws
 // "vkGetInstanceProcAddr(vkCreateDevice) returned null"; optional ones (noted below) stay null.
 struct Vk {
     PFN_vkGetInstanceProcAddr GetInstanceProcAddr = nullptr;
@@ -47,67 +50,9 @@ struct Vk {
     PFN_vkGetDeviceProcAddr GetDeviceProcAddr = nullptr;
     PFN_vkCreateDebugUtilsMessengerEXT CreateDebugUtilsMessengerEXT = nullptr;    // optional (validation)
     PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT = nullptr;  // optional (validation)
-    // device
-    PFN_vkDestroyDevice DestroyDevice = nullptr;
-    PFN_vkDeviceWaitIdle DeviceWaitIdle = nullptr;
-    PFN_vkGetDeviceQueue GetDeviceQueue = nullptr;
-    PFN_vkQueueSubmit QueueSubmit = nullptr;
-    PFN_vkQueueWaitIdle QueueWaitIdle = nullptr;
-    PFN_vkCreateBuffer CreateBuffer = nullptr;
-    PFN_vkDestroyBuffer DestroyBuffer = nullptr;
-    PFN_vkGetBufferMemoryRequirements GetBufferMemoryRequirements = nullptr;
-    PFN_vkAllocateMemory AllocateMemory = nullptr;
-    PFN_vkFreeMemory FreeMemory = nullptr;
-    PFN_vkBindBufferMemory BindBufferMemory = nullptr;
-    PFN_vkMapMemory MapMemory = nullptr;
-    PFN_vkUnmapMemory UnmapMemory = nullptr;
-    PFN_vkFlushMappedMemoryRanges FlushMappedMemoryRanges = nullptr;
-    PFN_vkInvalidateMappedMemoryRanges InvalidateMappedMemoryRanges = nullptr;
-    PFN_vkCreateShaderModule CreateShaderModule = nullptr;
-    PFN_vkDestroyShaderModule DestroyShaderModule = nullptr;
-    PFN_vkCreateDescriptorSetLayout CreateDescriptorSetLayout = nullptr;
-    PFN_vkDestroyDescriptorSetLayout DestroyDescriptorSetLayout = nullptr;
-    PFN_vkCreatePipelineLayout CreatePipelineLayout = nullptr;
-    PFN_vkDestroyPipelineLayout DestroyPipelineLayout = nullptr;
-    PFN_vkCreateComputePipelines CreateComputePipelines = nullptr;
-    PFN_vkDestroyPipeline DestroyPipeline = nullptr;
-    PFN_vkCreateDescriptorPool CreateDescriptorPool = nullptr;
-    PFN_vkDestroyDescriptorPool DestroyDescriptorPool = nullptr;
-    PFN_vkAllocateDescriptorSets AllocateDescriptorSets = nullptr;
-    PFN_vkUpdateDescriptorSets UpdateDescriptorSets = nullptr;
-    PFN_vkCreateCommandPool CreateCommandPool = nullptr;
-    PFN_vkDestroyCommandPool DestroyCommandPool = nullptr;
-    PFN_vkAllocateCommandBuffers AllocateCommandBuffers = nullptr;
-    PFN_vkFreeCommandBuffers FreeCommandBuffers = nullptr;
-    PFN_vkBeginCommandBuffer BeginCommandBuffer = nullptr;
-    PFN_vkEndCommandBuffer EndCommandBuffer = nullptr;
-    PFN_vkResetCommandBuffer ResetCommandBuffer = nullptr;
-    PFN_vkCmdBindPipeline CmdBindPipeline = nullptr;
-    PFN_vkCmdBindDescriptorSets CmdBindDescriptorSets = nullptr;
-    PFN_vkCmdPushConstants CmdPushConstants = nullptr;
-    PFN_vkCmdDispatch CmdDispatch = nullptr;
-    PFN_vkCmdPipelineBarrier CmdPipelineBarrier = nullptr;
-    PFN_vkCmdCopyBuffer CmdCopyBuffer = nullptr;
-    PFN_vkCmdFillBuffer CmdFillBuffer = nullptr;
-    PFN_vkCreateFence CreateFence = nullptr;
-    PFN_vkDestroyFence DestroyFence = nullptr;
-    PFN_vkResetFences ResetFences = nullptr;
-    PFN_vkWaitForFences WaitForFences = nullptr;
-    PFN_vkGetFenceStatus GetFenceStatus = nullptr;
-    PFN_vkResetCommandPool ResetCommandPool = nullptr;
-    PFN_vkResetDescriptorPool ResetDescriptorPool = nullptr;
-    PFN_vkFreeDescriptorSets FreeDescriptorSets = nullptr;
-    PFN_vkCmdUpdateBuffer CmdUpdateBuffer = nullptr;
-    PFN_vkCreateQueryPool CreateQueryPool = nullptr;          // timestamps
-    PFN_vkDestroyQueryPool DestroyQueryPool = nullptr;
-    PFN_vkCmdResetQueryPool CmdResetQueryPool = nullptr;
-    PFN_vkCmdWriteTimestamp CmdWriteTimestamp = nullptr;
-    PFN_vkGetQueryPoolResults GetQueryPoolResults = nullptr;
-    PFN_vkGetBufferDeviceAddress GetBufferDeviceAddress = nullptr;  // optional (1.2)
 
     void load_global(PFN_vkGetInstanceProcAddr gipa);
     void load_instance(VkInstance instance);
-    void load_device(VkDevice device);
 };
 
 // The loader: vkGetInstanceProcAddr from the first library that opens. The library stays loaded

@@ -7,16 +7,26 @@
 // One product is in flight at a time: begin() packs and submits, finish() waits and copies.
 // Weights are packed and uploaded once per matrix (keyed by the caller's pointer, e.g. the
 // weights' address in the mapped file); the share of rows is fixed when the worker opens.
+//
+// Per-shape calibration: the first products of each matrix shape (rows × cols) alternate between
+// the share on the card and the CPU alone, timed begin → finish in the caller's pipeline (the
+// CPU's rows included). After one warm-up of each (the card's includes the upload) and TRIALS
+// timings of each, the faster median decides the shape; a shape decided for the CPU frees its
+// buffers and begin() returns 0 for it from then on. A product the card skipped (resting, no
+// room) is no timing. BANKML_GPU_LIMIT bounds the buffers and rests the card (gpu/limiter.h).
 #pragma once
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gpu/compute.h"
 #include "gpu/kernels.h"
+#include "gpu/limiter.h"
 
 namespace bankml::gpu {
 
@@ -29,7 +39,17 @@ struct WorkerOptions {
     int cpu_threads = 0;
     // Tests: alters the card's verify output (a corrupted card must give no worker).
     std::function<void(std::vector<float>&)> corrupt;
+    // false: every shape takes the share at once, without per-shape calibration (tests of the rows).
+    bool calibrate_shapes = true;
+    // The limit; unset: BANKML_GPU_LIMIT.
+    std::optional<LimitSetting> limit;
+    // Tests: microseconds added to the card's side of every product (a slow card), or to the
+    // calibration's CPU-alone products (a slow CPU).
+    int test_card_delay_us = 0, test_cpu_delay_us = 0;
 };
+
+// Timings of each side per shape after the warm-up.
+constexpr int TRIALS = 6;
 
 class Worker {
 public:
@@ -45,33 +65,60 @@ public:
     ~Worker();
 
     // Starts rows [0, k) of weights (rows × cols Q1_0, row-major) times act_q8 (cols/32 Q8_0
-    // blocks) on the card; returns k (0: nothing submitted, e.g. cols > 16384). Throws bankml::Error on a card failure.
+    // blocks) on the card; returns k (0: nothing submitted: cols > 16384, the shape is decided
+    // for the CPU or is being timed on it, the card rests, no room). Throws bankml::Error on a
+    // card failure.
     size_t begin(const void* key, const uint8_t* weights, size_t rows, size_t cols, const uint8_t* act_q8);
-    // Waits for the product begin() submitted and writes its k rows to out[0..k).
+    // Called after every begin() once the caller's CPU rows are done, also when begin() returned
+    // 0 (it ends the product's timing): waits for the card and writes its k rows to out[0..k).
     void finish(float* out);
+    // False once the shape was decided for the CPU (the caller may then take its faster CPU path).
+    bool takes(size_t rows, size_t cols) const;
 
     double share() const { return share_; }
+    const CardUse& use() const { return *use_; }
     // "NVIDIA H200 (q1_0_mat_vec8_fma), 40% of Q1_0 decode rows (calibrated)".
     std::string describe() const;
 
 private:
     struct Mat {
         Buffer scales, bits, out;
-        size_t k = 0, cols = 0;
+        size_t rows = 0, k = 0, cols = 0;
     };
-    Worker(Gpu gpu, kernels::FmaPath path, double share, std::string how);
-    Mat& matrix(const void* key, const uint8_t* weights, size_t rows, size_t cols);
+    enum class Side { none, card, cpu };
+    struct Shape {
+        size_t rows = 0, cols = 0;
+        enum class State { tuning, card, cpu } state = State::tuning;
+        bool card_next = true;    // whose turn it is while tuning
+        int card_runs = 0, cpu_runs = 0;  // the warm-up included
+        std::vector<double> card_ms, cpu_ms;
+    };
+    Worker(Gpu gpu, kernels::FmaPath path, double share, std::string how, const WorkerOptions& opt, LimitSetting limit);
+    Mat* matrix(const void* key, const uint8_t* weights, size_t rows, size_t cols);
+    Mat upload(const uint8_t* weights, size_t rows, size_t k, size_t cols);
+    void submit(const Mat& m, const uint8_t* act_q8);
+    void collect(const Mat& m, float* out);
+    Shape& shape(size_t rows, size_t cols);
+    void record(Shape& s, Side side, double ms);
     double calibrate(int cpu_threads);
-    void forget(const void* key);
+    void forget_shape(size_t rows, size_t cols);
 
     Gpu gpu_;
+    std::unique_ptr<CardUse> use_;
     kernels::FmaPath path_;
     Pipeline pipes_[3];  // q1_0_mat_vec8 with 1, 2 and 4 rows per invocation: pipes_[log2(per)]
     double share_;
     std::string how_;
+    bool calibrate_shapes_;
+    int card_delay_us_, cpu_delay_us_;
     std::vector<std::pair<const void*, Mat>> mats_;
+    std::vector<Shape> shapes_;
     Buffer act_scales_, act_lanes_;
-    Mat* pending_ = nullptr;
+    const Mat* pending_ = nullptr;
+    // The product between begin() and finish(): which side a tuning shape is timed on, from when.
+    Side side_ = Side::none;
+    size_t shape_ = 0;
+    std::chrono::steady_clock::time_point t0_, submitted_;
 };
 
 // BANKML_GPU_SHARE parsed: a value in [0, 0.95], or negative when unset; a bad value is an error.

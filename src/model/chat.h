@@ -18,7 +18,7 @@ struct ChatMessage {
 // The whole conversation rendered as the template renders it.
 std::string chatml_render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool enable_thinking);
 
-// What to append to a running context for the next user turn, for a session that keeps what the
+// What to append to a running context for the next user turn, for a conversation that keeps what the
 // model generated (llama-cli's way: earlier turns are not re-rendered, so their reasoning stays
 // in the context). `after_reply` is true when an assistant reply precedes: it is closed first.
 std::string chatml_next_turn(std::string_view user_text, bool after_reply, bool enable_thinking);

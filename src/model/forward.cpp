@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstring>
 #include <cstdio>
@@ -310,6 +312,7 @@ const gguf::File& Model::file() const { return impl_->file; }
 void Model::reset() {
     impl_->n_past = 0;
     impl_->history.clear();
+    impl_->cpu_upto = impl_->card_upto = 0;
 }
 
 void Model::Impl::eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits) {
@@ -322,24 +325,48 @@ void Model::Impl::eval_cpu(std::span<const int32_t> tokens, std::vector<float>& 
     }
 }
 
-// Token by token on the card. A failure hands the rest to the CPU with the same bits: its cache
-// is rebuilt from the tokens so far, then it runs the tokens the card did not.
+// Token by token on the card, or on the CPU while the card rests. A failure hands the rest to the
+// CPU with the same bits: its cache is completed from the tokens so far, then it runs the tokens
+// the card did not.
 void Model::Impl::eval_gpu(std::span<const int32_t> tokens, std::vector<float>& out, bool all_logits) {
     const size_t V = (size_t)hp.n_vocab;
     for (size_t i = 0; i < tokens.size(); i++) {
         const bool last = i + 1 == tokens.size();
         float* dst = all_logits ? out.data() + i * V : (last ? out.data() : nullptr);
+        gpu::CardUse& use = gpu->use();
+        // A rest runs the token on the CPU where the card's cache can be copied; where it cannot
+        // (not host-visible), the rest is waited out rather than paid with a rebuild.
+        bool on_cpu = false;
+        if (use.resting()) {
+            on_cpu = gpu->copy_cache(false, cpu_upto, n_past, k16.get(), v16.get());
+            while (!on_cpu && use.resting()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        if (on_cpu) {
+            run_chunk(tokens.data() + i, 1, dst, false);  // n_past advances
+            cpu_upto = n_past;
+            history.push_back(tokens[i]);
+            use.tokens_on_cpu_resting++;
+            continue;
+        }
         try {
+            if (card_upto < n_past && !gpu->copy_cache(true, card_upto, n_past, k16.get(), v16.get()))
+                throw Error("the card's cache is not host-visible");
+            card_upto = n_past;
             dequantize_row(tok_embd, tokens[i], gx.data());
             rope->cache(n_past, gcs.data());
+            const auto t0 = std::chrono::steady_clock::now();
             gpu->step(gx.data(), gcs.data(), n_past, dst);
+            const double us = gpu->last_token_us();
+            use.ran(us > 0 ? us * 1e-6 : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            use.tokens_on_card++;
         } catch (const std::exception& e) {
             std::fprintf(stderr, "bankml: GPU: %s failed (%s); the CPU continues with the same tokens\n",
                          gpu->device().c_str(), e.what());
             gpu.reset();
-            const std::vector<int32_t> done = std::move(history);
+            // The CPU's cache holds [0, cpu_upto): it computes the positions after from history.
+            const std::vector<int32_t> done(history.begin() + cpu_upto, history.end());
             history.clear();
-            n_past = 0;
+            n_past = cpu_upto;
             std::vector<float> none;
             if (!done.empty()) eval_cpu(done, none, 0, false);
             eval_cpu(tokens.subspan(i), out, i, all_logits);
@@ -347,6 +374,7 @@ void Model::Impl::eval_gpu(std::span<const int32_t> tokens, std::vector<float>& 
         }
         history.push_back(tokens[i]);
         n_past++;
+        card_upto = n_past;
     }
 }
 
@@ -375,6 +403,7 @@ std::string Model::use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_
     m.gx.resize((size_t)m.hp.n_embd);
     m.gcs.resize((size_t)m.hp.head_dim);
     m.history.clear();
+    m.cpu_upto = m.card_upto = 0;
     char line[256];
     std::snprintf(line, sizeof line, "%s runs the model (%.2f GiB weights, %.2f GiB cache)", m.gpu->device().c_str(),
                   double(m.gpu->weight_bytes()) / (1 << 30), double(m.gpu->cache_bytes()) / (1 << 30));
@@ -382,6 +411,10 @@ std::string Model::use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_
 }
 
 bool Model::on_gpu() const { return impl_->gpu != nullptr; }
+uint64_t Model::gpu_bytes() const {
+    const Impl& m = *impl_;
+    return GpuForward::bytes_for(GpuModel{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx});
+}
 std::string Model::device() const { return impl_->gpu ? impl_->gpu->device() : std::string(); }
 GpuForward* Model::gpu_forward() { return impl_->gpu.get(); }
 

@@ -64,6 +64,8 @@ public:
     // bankml::Error with the reason the card cannot run this model (then nothing changed).
     std::string use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_0_native);
     bool on_gpu() const;
+    // What the whole-token forward pass would take on a card (GpuForward::bytes_for).
+    uint64_t gpu_bytes() const;
     std::string device() const;  // the card's name, "" on the CPU
     GpuForward* gpu_forward();   // tests: the card's forward pass, or nullptr
 

@@ -1,5 +1,6 @@
 #include "model/forward_gpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -80,6 +81,9 @@ struct GpuForward::Impl {
 
     int inject_at = -1;
     std::string inject_what;
+
+    // Last member: unregistered before the card's buffers go.
+    std::unique_ptr<gpu::CardUse> use;
 
     Impl(gpu::Gpu g, const Hparams& h, int ctx) : gpu(std::move(g)), hp(h), n_ctx(ctx), name(gpu.name()) {}
 
@@ -195,6 +199,17 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     if (E % 128 || NQ % 128 || FF % 128) throw Error("a row length is not a multiple of 128");
     d.q1_0_native = q1_0_native;
 
+    // BANKML_GPU_LIMIT's memory part: nothing is uploaded for a model that cannot fit.
+    d.use = std::make_unique<gpu::CardUse>(d.gpu, gpu::CardUse::Mode::forward, gpu::limit_from_env());
+    auto too_big = [&](uint64_t need) {
+        char msg[256];
+        std::snprintf(msg, sizeof msg, "the model needs %.2f GiB of the card; BANKML_GPU_LIMIT=%.2f allows %.2f GiB of its %.2f GiB",
+                      double(need) / (1 << 30), d.use->limit(), double(d.use->budget_bytes()) / (1 << 30),
+                      double(d.use->heap_bytes()) / (1 << 30));
+        return Error(msg);
+    };
+    if (const uint64_t need = bytes_for(m); !d.use->fits(need)) throw too_big(need);
+
     // Pipelines: the Q1_0 product's variants now, the op kernels as the sequence first uses them.
     // A card that needs soft f32 runs the guarded build, and the exact one when its flag is up;
     // BANKML_GPU_EXACT_F32=1 runs the exact build on every token (for measuring the guard's gain).
@@ -305,6 +320,53 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         d.build = d.exact;
         d.exact_seq = d.gpu.record(token(), false);
     }
+    if (d.use->held_bytes() > d.use->budget_bytes()) throw too_big(d.gpu.allocated());
+}
+
+uint64_t GpuForward::bytes_for(const GpuModel& m) {
+    const Hparams& hp = *m.hp;
+    const uint64_t E = hp.n_embd, D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv, FF = hp.n_ff, L = hp.n_layer,
+                   V = hp.n_vocab, NQ = NH * D, C = (uint64_t)m.n_ctx;
+    // Packed weights: Q1_0 keeps its 18 bytes per 128, Q2_0 takes 20 per 64 (a scale per word),
+    // F16 its 2 per weight.
+    auto packed = [](const Matrix& w) -> uint64_t {
+        const uint64_t n = uint64_t(w.rows) * uint64_t(w.cols);
+        switch (w.type) {
+            case gguf::Type::Q2_0: return n / 64 * 20;
+            case gguf::Type::Q1_0: return n / 128 * 18;
+            default: return uint64_t(w.rows) * w.row_bytes;
+        }
+    };
+    uint64_t b = packed(*m.output) + (2 * E + (2 * E + 2 * D) * L) * 4;
+    for (const Layer& y : m.layers)
+        for (const Matrix* w : {&y.wq, &y.wk, &y.wv, &y.wo, &y.gate, &y.up, &y.down}) b += packed(*w);
+    b += 2 * L * NKV * C * D * 2;                                                     // the f16 cache
+    const uint64_t widest = std::max({E, NQ, FF});
+    b += (E * 3 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits
+    return b;
+}
+
+gpu::CardUse& GpuForward::use() { return *d_->use; }
+double GpuForward::last_token_us() const { return d_->gpu.last_dispatch_us(); }
+
+bool GpuForward::copy_cache(bool to_card, int p0, int p1, uint16_t* k, uint16_t* v) {
+    Impl& d = *d_;
+    if (!d.kc.mapped || !d.vc.mapped) return false;
+    if (p0 < 0 || p1 > d.n_ctx || p0 >= p1) return true;
+    const size_t D = d.hp.head_dim, heads = size_t(d.hp.n_layer) * d.hp.n_head_kv, n = size_t(p1 - p0) * D * 2;
+    for (size_t h = 0; h < heads; ++h) {
+        const size_t at = (h * size_t(d.n_ctx) + size_t(p0)) * D;
+        uint16_t* ck = static_cast<uint16_t*>(d.kc.mapped) + at;
+        uint16_t* cv = static_cast<uint16_t*>(d.vc.mapped) + at;
+        if (to_card) {
+            std::memcpy(ck, k + at, n);
+            std::memcpy(cv, v + at, n);
+        } else {
+            std::memcpy(k + at, ck, n);
+            std::memcpy(v + at, cv, n);
+        }
+    }
+    return true;
 }
 
 GpuForward::~GpuForward() {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "gpu/compute.h"
+#include "gpu/limiter.h"
 #include "gpu/op_kernels.h"
 #include "model/forward.h"
 #include "model/layer.h"
@@ -31,7 +32,9 @@ struct GpuModel {
 class GpuForward {
 public:
     // Uploads the model and records its sequence; throws bankml::Error with the reason the card
-    // cannot run it (a matrix type without a kernel, a head size the kernels do not take, memory).
+    // cannot run it (a matrix type without a kernel, a head size the kernels do not take, memory,
+    // or more than BANKML_GPU_LIMIT of the card's memory: checked before the upload against
+    // bytes_for() and after it against what the buffers hold).
     GpuForward(gpu::Gpu gpu, const GpuModel& m, const gpu::ops::Build& build, bool q1_0_native);
     ~GpuForward();
 
@@ -50,6 +53,19 @@ public:
     bool guarded() const;
     size_t tokens() const;
     size_t replays() const;
+    // What the model takes on a card (weights as packed, cache, activations, logits), estimated
+    // from its shapes without a card: the upload's own total is within a few percent of it.
+    static uint64_t bytes_for(const GpuModel& m);
+    // The card's limiter (BANKML_GPU_LIMIT): the caller asks resting() before each token, reports
+    // each token's card time with ran(), and counts tokens for gpu::status().
+    gpu::CardUse& use();
+    // The card's own time for the last token (its timestamps), in microseconds; negative where
+    // the queue has none.
+    double last_token_us() const;
+    // Copies positions [p0, p1) of every layer's and KV head's cache between the card and the
+    // host's f16 cache (k, v as the CPU forward pass lays them out: [layer][kv head][position]
+    // [head_dim] over the same n_ctx positions). False where the card's cache is not host-visible.
+    bool copy_cache(bool to_card, int p0, int p1, uint16_t* k, uint16_t* v);
     // Tests: the step numbered `at` (0: the next) fails as `what` says ("device lost", "out of
     // memory", "submit") before it reaches the card, or ("subnormal") raises the guard's flag
     // after its guarded run, so that the exact build runs it again.

@@ -46,10 +46,15 @@ struct Model::Impl {
     std::vector<uint8_t> att_scratch;
     std::vector<float> batch_logits;  // a batched decode step's logits, one row per sequence
 
-    // The card's forward pass, when one runs the decode; then the CPU's cache is not kept, and
-    // `history` holds every token so far so the CPU can rebuild it if the card fails.
+    // The card's forward pass, when one runs the decode. Then each cache holds what its device
+    // computed: positions [0, cpu_upto) are valid in the CPU's, [0, card_upto) in the card's.
+    // A token that arrives while the card rests (BANKML_GPU_LIMIT) runs on the CPU after the
+    // positions it lacks are copied from the card, and the card gets the CPU's positions back
+    // before its next token: a rest costs the copy of the few new positions, never a rebuild.
+    // `history` holds every token so far so the CPU can rebuild what it lacks if the card fails.
     std::unique_ptr<GpuForward> gpu;
     std::vector<int32_t> history;
+    int cpu_upto = 0, card_upto = 0;
     std::vector<float> gx, gcs;  // one token's embedding row and rope table for the card
 
     explicit Impl(gguf::File f) : file(std::move(f)) {}

@@ -1,6 +1,7 @@
 #include "model/products.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -23,15 +24,20 @@ bool kernel_type(gguf::Type t) {
 
 bool product_type_supported(gguf::Type t) { return t == gguf::Type::F32 || kernel_type(t); }
 
-std::string product_type_names() {
+std::string product_type_names(const char* sep, const char* last, bool upper) {
     std::vector<std::string> names;
     for (const quant::TypeTraits& t : quant::all_traits())
         if (product_type_supported(t.type)) names.push_back(t.name);
     std::string out;
-    for (size_t i = 0; i < names.size(); ++i)
-        out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    for (size_t i = 0; i < names.size(); ++i) {
+        if (upper)
+            for (char& c : names[i]) c = char(std::toupper((unsigned char)c));
+        out += (i == 0 ? "" : i + 1 == names.size() ? last : sep) + names[i];
+    }
     return out;
 }
+
+std::string product_type_names() { return product_type_names(", ", " or "); }
 
 void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y) {
     const size_t cols = (size_t)w.cols, rows = (size_t)w.rows;
@@ -61,8 +67,12 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     bool same = !outs.empty() && kernel_type(wt);
     for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
     if (same && n == 1 && offload_ && wt == quant::Type::Q1_0) {
-        offloaded(pool, outs, x);
-        return;
+        bool takes = false;
+        for (const Out& o : outs) takes = takes || offload_->takes((size_t)o.w->rows, (size_t)o.w->cols);
+        if (takes) {
+            offloaded(pool, outs, x);
+            return;
+        }
     }
     if (!same || n != 1 || pool.threads() == 1) {
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
@@ -109,13 +119,13 @@ void Products::offloaded(par::Pool& pool, std::span<const Out> outs, const float
             }
         }
         if (k < rows) quant::mat_vec_par(pool, wt, w.data + k * w.row_bytes, rows - k, cols, act, o.y + k);
-        if (card && k > 0) {
+        if (card) {
             try {
                 offload_->finish(o.y);
             } catch (const std::exception& e) {
                 std::fprintf(stderr, "bankml: GPU dropped, the CPU computes every row: %s\n", e.what());
                 offload_.reset();
-                quant::mat_vec_par(pool, wt, w.data, k, cols, act, o.y);
+                if (k) quant::mat_vec_par(pool, wt, w.data, k, cols, act, o.y);
             }
         }
     }

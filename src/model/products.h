@@ -32,14 +32,24 @@ public:
     // Starts rows [0, k) of w (rows × cols Q1_0, row-major; `key` names the matrix for its
     // upload) times act_q8; returns k (0: nothing started). Throws on a device failure.
     virtual size_t begin(const void* key, const uint8_t* w, size_t rows, size_t cols, const uint8_t* act_q8) = 0;
-    // Waits for the started rows and writes them to out[0..k).
+    // Called after every begin(), once the CPU's rows are done (also when begin returned 0: the
+    // offload times the whole product): waits for the started rows and writes them to out[0..k).
     virtual void finish(float* out) = 0;
+    // False when the offload will take no row of this shape (decided for the CPU): the products
+    // then use their grouped CPU path.
+    virtual bool takes(size_t rows, size_t cols) const {
+        (void)rows, (void)cols;
+        return true;
+    }
 };
 
 // Whether the products support a type: F32, and every type with a kernel in quant's table.
 bool product_type_supported(gguf::Type t);
 // Their names for messages: "f32, f16, q1_0 or q2_0".
 std::string product_type_names();
+// The same joined by `sep` (and `last` before the last one), upper case if asked: for help texts
+// ("q1_0|q2_0|f16|f32" is product_type_names("|", "|")).
+std::string product_type_names(const char* sep, const char* last, bool upper = false);
 
 // Reusable scratch for the quantized activations, so that products allocate nothing per token.
 class Products {

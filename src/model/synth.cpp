@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "core/f16.h"
 #include "core/model_shapes.h"
 #include "model/gguf_writer.h"
+#include "model/products.h"
 #include "quant/blocks.h"
+#include "quant/traits.h"
 
 namespace bankml::synth {
 
@@ -47,14 +50,11 @@ std::optional<Shape> shape_named(std::string_view n) {
 }
 
 uint32_t file_type(gguf::Type t) {
-    // llama_ftype: ALL_F32 0, MOSTLY_F16 1, and the Q1_0 / Q2_0 ids of the tiny oracle files.
-    switch (t) {
-    case gguf::Type::F32: return 0;
-    case gguf::Type::F16: return 1;
-    case gguf::Type::Q1_0: return 40;
-    case gguf::Type::Q2_0: return 41;
-    default: throw Error(std::string("synth: matrices of type ") + gguf::type_name(t) + " are not supported");
-    }
+    const quant::TypeTraits* tt = quant::find_traits(uint32_t(t));
+    if (!tt || tt->file_type < 0 || !model::product_type_supported(t))
+        throw Error(std::string("synth: matrices of type ") + gguf::type_name(t) + " are not supported (" +
+                    model::product_type_names() + ")");
+    return uint32_t(tt->file_type);
 }
 
 void check(const Spec& spec) {
@@ -226,55 +226,55 @@ void put_f16(uint8_t* p, float v) {
 
 // Scales are chosen so that a matrix keeps the size of its input: output variance ~ input variance
 // (every weight's variance is 1/K for a row of K), with each block's scale jittered by +-25 %.
+// A quantized type's random block: its f16 scale first, then its codes from two random words.
+struct BlockFill {
+    quant::Type type;
+    double variance;  // of a weight whose scale is 1 (Q1_0: +-1; Q2_0: -1, 0, 0, +1)
+    void (*codes)(const uint64_t w[2], uint8_t* out, size_t bytes);
+};
+void raw_codes(const uint64_t w[2], uint8_t* out, size_t bytes) { std::memcpy(out, w, bytes); }
+void ternary_codes(const uint64_t w[2], uint8_t* out, size_t bytes) {
+    const uint8_t* rb = reinterpret_cast<const uint8_t*>(w);
+    for (size_t i = 0; i < bytes; ++i) out[i] = TERNARY.t[rb[i]];
+}
+constexpr BlockFill BLOCK_FILLS[] = {{quant::Type::Q1_0, 1.0, raw_codes}, {quant::Type::Q2_0, 0.5, ternary_codes}};
+
 gguf::Writer::RowFill matrix_fill(gguf::Type type, int64_t k, uint64_t key) {
     double inv_k = 1.0 / double(k);
-    switch (type) {
-    case gguf::Type::Q1_0:
-        return [=](int64_t r0, int64_t n, uint8_t* out) {
-            for (int64_t r = r0; r < r0 + n; ++r) {
-                SplitMix g = row_stream(key, r);
-                for (int64_t b = 0; b < k / int64_t(quant::QK1_0); ++b, out += sizeof(quant::BlockQ1_0)) {
-                    put_f16(out, float(std::sqrt(inv_k) * (0.75 + 0.5 * g.unit())));
-                    uint64_t w0 = g.next(), w1 = g.next();
-                    std::memcpy(out + 2, &w0, 8);
-                    std::memcpy(out + 10, &w1, 8);
-                }
-            }
-        };
-    case gguf::Type::Q2_0:
-        return [=](int64_t r0, int64_t n, uint8_t* out) {
-            for (int64_t r = r0; r < r0 + n; ++r) {
-                SplitMix g = row_stream(key, r);
-                for (int64_t b = 0; b < k / int64_t(quant::QK2_0); ++b, out += sizeof(quant::BlockQ2_0)) {
-                    put_f16(out, float(std::sqrt(2 * inv_k) * (0.75 + 0.5 * g.unit())));
-                    uint64_t w[2] = {g.next(), g.next()};
-                    const uint8_t* rb = reinterpret_cast<const uint8_t*>(w);
-                    for (int i = 0; i < 16; ++i) out[2 + i] = TERNARY.t[rb[i]];
-                }
-            }
-        };
-    case gguf::Type::F16:
-    case gguf::Type::F32: {
-        bool half = type == gguf::Type::F16;
+    const quant::TypeTraits* tt = quant::find_traits(uint32_t(type));
+    if (!tt || !model::product_type_supported(type))
+        throw Error(std::string("synth: matrices of type ") + gguf::type_name(type) + " are not supported");
+    if (tt->block == 1) {
+        // A float type: uniform values, written by the table's conversion (the reference's bits).
+        const quant::FromFloat put = tt->from_float;
+        const size_t bytes = tt->block_bytes;
         return [=](int64_t r0, int64_t n, uint8_t* out) {
             float amp = float(std::sqrt(3 * inv_k));  // uniform on [-amp, amp]: variance 1/K
+            std::vector<float> row((size_t)k);
+            for (int64_t r = r0; r < r0 + n; ++r, out += size_t(k) * bytes) {
+                SplitMix g = row_stream(key, r);
+                for (int64_t i = 0; i < k; ++i) row[size_t(i)] = amp * (float(g.next() >> 40) * 0x1.0p-23f - 1.0f);
+                put(row.data(), out, size_t(k), quant::Path::Reference);
+            }
+        };
+    }
+    for (const BlockFill& f : BLOCK_FILLS) {
+        if (f.type != type) continue;
+        const size_t block = tt->block, block_bytes = tt->block_bytes;
+        const double scale = std::sqrt(inv_k / f.variance);
+        const auto codes = f.codes;
+        return [=](int64_t r0, int64_t n, uint8_t* out) {
             for (int64_t r = r0; r < r0 + n; ++r) {
                 SplitMix g = row_stream(key, r);
-                for (int64_t i = 0; i < k; ++i) {
-                    float v = amp * (float(g.next() >> 40) * 0x1.0p-23f - 1.0f);
-                    if (half) {
-                        put_f16(out, v);
-                        out += 2;
-                    } else {
-                        std::memcpy(out, &v, 4);
-                        out += 4;
-                    }
+                for (int64_t b = 0; b < k / int64_t(block); ++b, out += block_bytes) {
+                    put_f16(out, float(scale * (0.75 + 0.5 * g.unit())));
+                    uint64_t w[2] = {g.next(), g.next()};
+                    codes(w, out + 2, block_bytes - 2);
                 }
             }
         };
     }
-    default: throw Error(std::string("synth: matrices of type ") + gguf::type_name(type) + " are not supported");
-    }
+    throw Error(std::string("synth: no random fill for ") + tt->name + " matrices");
 }
 
 // Norm weights near 1 (0.875 to 1.125), as a trained model's are.

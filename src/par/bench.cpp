@@ -133,8 +133,6 @@ std::vector<Bandwidth> bench_memory_bandwidth(size_t bytes, int max_threads, int
     return out;
 }
 
-const QuantFormat Q1_0_FORMAT = {"Q1_0", 18, 128};
-const QuantFormat Q2_0_FORMAT = {"Q2_0", 18, 64};
 
 uint64_t quantized_weights(const ModelShape& m) {
     uint64_t d = uint64_t(m.embd), q = uint64_t(m.q_rows()),
@@ -193,7 +191,7 @@ int bench_pool_main(const std::vector<std::string>& args) {
     return 0;
 }
 
-int bench_memory_main(const std::vector<std::string>& args) {
+int bench_memory_main(const std::vector<std::string>& args, const std::vector<QuantFormat>& formats) {
     cli::Args a(args, {{"--json", false}, {"--threads", true}, {"--mib", true}, {"--reps", true}});
     int maxt = int(a.get_int("threads", default_max_threads(), 1, 256));
     size_t mib = size_t(a.get_int("mib", 768, 1, 1 << 20));
@@ -202,8 +200,9 @@ int bench_memory_main(const std::vector<std::string>& args) {
     double best = 0;
     for (const auto& b : bw) best = std::max(best, b.gb_per_s);
     struct Case { const ModelShape* m; const QuantFormat* q; };
-    const Case cases[] = {{&QWEN3_1_7B, &Q1_0_FORMAT}, {&QWEN3_1_7B, &Q2_0_FORMAT},
-                          {&QWEN3_8B, &Q1_0_FORMAT}, {&QWEN3_8B, &Q2_0_FORMAT}};
+    std::vector<Case> cases;
+    for (const ModelShape* m : {&QWEN3_1_7B, &QWEN3_8B})
+        for (const QuantFormat& q : formats) cases.push_back({m, &q});
     if (a.has("json")) {
         json::Value doc;
         doc.set("bench", "memory").set("buffer_mib", (unsigned long long)mib).set("reps", reps);
@@ -228,7 +227,7 @@ int bench_memory_main(const std::vector<std::string>& args) {
     std::printf("%-12s %-6s %16s %12s %12s\n", "model", "format", "bytes/token", "ms/token", "tokens/s");
     for (const auto& c : cases) {
         uint64_t bytes = bytes_per_token(*c.m, *c.q);
-        std::printf("%-12s %-6s %16llu %12.2f %12.1f\n", c.m->title, c.q->name, (unsigned long long)bytes,
+        std::printf("%-12s %-6s %16llu %12.2f %12.1f\n", c.m->title, c.q->name.c_str(), (unsigned long long)bytes,
                     double(bytes) / (best * 1e9) * 1e3, best * 1e9 / double(bytes));
     }
     return 0;

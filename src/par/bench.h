@@ -33,12 +33,12 @@ std::vector<Bandwidth> bench_memory_bandwidth(size_t bytes, int max_threads, int
 inline const ModelShape& QWEN3_1_7B = *model_shape("1.7b");
 inline const ModelShape& QWEN3_8B = *model_shape("8b");
 
+// A weight format's block layout. The numbers come from quant's traits table
+// (quant::weight_format); this layer sits below quant and holds none of its own.
 struct QuantFormat {
-    const char* name;
-    int block_bytes, block_weights;  // Q1_0: 18 bytes per 128 weights; Q2_0: 18 per 64
+    std::string name;  // "Q1_0"
+    int block_bytes = 0, block_weights = 0;
 };
-extern const QuantFormat Q1_0_FORMAT;
-extern const QuantFormat Q2_0_FORMAT;
 
 // Bytes one decode step reads from the weights at zero context: every matmul weight of every layer
 // and the output matrix in the quantized format, one embedding row, the f32 norm vectors.
@@ -49,6 +49,7 @@ uint64_t quantized_weights(const ModelShape& m);
 
 // `bankml bench pool|memory [--json] ...`: print the tables (or one JSON document).
 int bench_pool_main(const std::vector<std::string>& args);
-int bench_memory_main(const std::vector<std::string>& args);
+// The floors are printed for each format given, on the 1.7B and 8B shapes.
+int bench_memory_main(const std::vector<std::string>& args, const std::vector<QuantFormat>& formats);
 
 }  // namespace bankml::par

@@ -7,6 +7,7 @@
 #include "quant/bench.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -147,6 +148,13 @@ std::vector<uint8_t> random_acts(std::mt19937& g, Type t, size_t cols, size_t nc
 
 }  // namespace
 
+par::QuantFormat weight_format(Type t) {
+    const TypeTraits& tt = traits(t);
+    par::QuantFormat f{tt.name, int(tt.block_bytes), int(tt.block)};
+    for (char& c : f.name) c = char(std::toupper((unsigned char)c));
+    return f;
+}
+
 int bench_kernels(const KernelBenchOptions& opt) {
     par::Pool one(1), all = par::Pool::from_env();
     const int nt = all.threads();
@@ -202,7 +210,7 @@ int bench_kernels(const KernelBenchOptions& opt) {
         auto per_token = [&](const std::vector<double>& t) {
             return m17.layers * (2 * t[0] + 2 * t[1] + 2 * t[2] + t[3]) + t[0] * double(m17.vocab) / double(m17.embd);
         };
-        const double floor_tps = dram * 1e9 / double(par::bytes_per_token(par::QWEN3_1_7B, par::Q1_0_FORMAT));
+        const double floor_tps = dram * 1e9 / double(par::bytes_per_token(par::QWEN3_1_7B, weight_format(Type::Q1_0)));
         std::printf("1.7B Q1_0 decode, matrix products only (estimated from the rows above, all threads): fast %.1f "
                     "tokens/s, ggml-shaped %.1f tokens/s; memory floor %.1f tokens/s\n",
                     1e6 / per_token(fast_all), 1e6 / per_token(ggml_all), floor_tps);

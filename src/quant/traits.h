@@ -28,7 +28,8 @@ enum class Type : uint32_t {
     Q1_0 = 41, Q2_0 = 42,
 };
 
-// n values of a row from f32 into this type (an activation type: quantize_row_q8_0, f32 -> f16).
+// n values of a row from f32 into this type (an activation type: quantize_row_q8_0, f32 -> f16,
+// f32 as it is).
 using FromFloat = void (*)(const float* x, void* y, size_t n, Path path);
 // n values of a row of this type to f32 (ggml's dequantize_row / get_rows).
 using ToFloat = void (*)(const void* x, float* y, size_t n);
@@ -53,6 +54,7 @@ struct TypeTraits {
     RowsRef rows_ref;          // null: no product kernel (mat_vec / mat_mat refuse it)
     PrepareFn prepare;         // null: the fast rows need nothing prepared
     RowsFast rows_fast;        // null: the reference runs on every path
+    int32_t file_type;         // llama.cpp's general.file_type for a model of this type; -1: none
 };
 
 // The entry of a GGUF type id; nullptr when bankml does not know the id.

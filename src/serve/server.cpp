@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "gpu/limiter.h"
 #include "serve/page.h"
 
 namespace bankml::serve {
@@ -303,7 +304,8 @@ std::string Server::usage_json() {
         .set("ready", eng != nullptr)
         .set("engine", eng ? std::move(e) : json::Value())
         .set("http", std::move(h))
-        .set("gpu", gpu_);
+        .set("gpu", gpu_)
+        .set("gpu_limiter", gpu::status_value());  // live: the limit, what is on the card, rests
     return json::write(o);
 }
 
