@@ -21,7 +21,7 @@ void prepare_activations(Type t, const float* x, size_t cols, size_t ncols, void
 
 float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path) {
 #if defined(__x86_64__)
-    if (use_fast(path)) return detail::f16_dot_avx2(n, w, x);
+    if (const Isa l = path_isa(path); l != Isa::Scalar) return detail::f16_dot_fast(n, w, x, l);
 #endif
     (void)path;
     return vec_dot_f16_ref(n, w, x);
@@ -45,9 +45,10 @@ static void run(par::Pool* pool, Type t, const void* w, size_t rows, size_t cols
     if (rows == 0 || ncols == 0) return;
     if (!w || !x || !y) throw Error(std::string(caller) + ": null weights, activations or output");
     const TypeTraits& tt = traits(t);
-    const bool fast = tt.rows_fast && use_fast(path);
+    const Isa isa = path_isa(path);
+    const bool fast = tt.rows_fast && isa != Isa::Scalar;
     detail::Prepared& prep = caller_scratch();
-    if (fast && tt.prepare) tt.prepare(x, cols, ncols, prep);
+    if (fast) tt.prepare(x, cols, ncols, isa, prep);
     auto chunk = [&](size_t r0, size_t r1) {
         if (fast) tt.rows_fast(w, cols, r0, r1, x, prep, ncols, y, rows);
         else tt.rows_ref(w, cols, r0, r1, x, ncols, y, rows);
