@@ -205,6 +205,31 @@ TEST(par_bit_exact_with_single_thread) {
     }
 }
 
+// Columns prepared once serve several matrices and row ranges in any order (the products' grouped
+// pool job), with mat_mat's bits, at every level.
+TEST(quant_prepared_columns_serve_several_matrices) {
+    std::mt19937 g(17);
+    std::vector<Path> paths = fast_levels();
+    paths.insert(paths.begin(), Path::Reference);
+    for (Type t : TYPES)
+        for (Path path : paths)
+            for (size_t ncols : {1, 4}) {
+                const size_t cols = 256, ra = 37, rb = 21;
+                auto wa = rand_weights(g, t, ra, cols, Regime::Random), wb = rand_weights(g, t, rb, cols, Regime::Extremes);
+                auto x = rand_acts(g, t, cols, ncols, Regime::Random);
+                std::vector<float> refa(ra * ncols), refb(rb * ncols), ya(ra * ncols, -1.0f), yb(rb * ncols, -1.0f);
+                mat_mat(t, wa.data(), ra, cols, x.data(), ncols, refa.data(), Path::Reference);
+                mat_mat(t, wb.data(), rb, cols, x.data(), ncols, refb.data(), Path::Reference);
+                const Columns a = prepare_columns(t, x.data(), cols, ncols, path);
+                CHECK_EQ(a.prep != nullptr, use_fast(path));
+                rows(a, wb.data(), 8, rb, yb.data(), rb);
+                rows(a, wa.data(), 10, ra, ya.data(), ra);
+                rows(a, wa.data(), 0, 10, ya.data(), ra);
+                rows(a, wb.data(), 0, 8, yb.data(), rb);
+                if (!CHECK(same(refa, ya) && same(refb, yb))) bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " at " + level_name(path));
+            }
+}
+
 TEST(quant_q8_0_fast_equals_reference_with_ties_and_zero_blocks) {
     std::mt19937 g(2);
     std::normal_distribution<float> nd;
