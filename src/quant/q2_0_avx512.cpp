@@ -5,7 +5,7 @@
 // A whole 64-weight block of a row is one register: its 16 bytes broadcast to the four 128-bit
 // lanes and shifted right by 0, 2, 4 and 6 per lane, then masked, so that qword p holds the codes of
 // sub-block h = p % 2 at shift s = p / 2: byte b of qword p is the code of weight 4b + s of
-// sub-block h. The activations are laid out once per call to match (part 2), with each int32
+// sub-block h. The activations are laid out once per call to match (part 2, q2_0_interleave), with each int32
 // lane's negated quant sum -T (part 1), so that a lane's (c - 1)·q sum is one instruction; the
 // eight rows' sixteen lanes each are then summed per (row, sub-block) by a tree of permutes and
 // adds (exact integers, any order), and the two sub-blocks' scales are pre-broadcast (part 0).
@@ -30,13 +30,11 @@ void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared
     float* d1v = p.part<float>(0);
     int32_t* negt = p.part<int32_t>(1);
     int8_t* y = p.part<int8_t>(2);
+    q2_0_interleave(x, nb, y);
     for (size_t bi = 0; bi < nb; ++bi) {
         for (size_t h = 0; h < 2; ++h) {
-            const BlockQ8_0& xb = x[bi * 2 + h];
-            const float d = f16_to_f32(xb.d);
+            const float d = f16_to_f32(x[bi * 2 + h].d);
             for (size_t l = 0; l < 8; ++l) d1v[bi * 16 + h * 8 + l] = d;
-            for (size_t s = 0; s < 4; ++s)
-                for (size_t b = 0; b < 8; ++b) y[bi * 64 + 8 * (2 * s + h) + b] = xb.qs[4 * b + s];
         }
         for (size_t lane = 0; lane < 16; ++lane) {
             int32_t t = 0;
