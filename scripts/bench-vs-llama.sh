@@ -103,6 +103,8 @@ echo "cpu flags: ${flags:-none of avx2/avx512}"
 echo "bankml: $("$BANKML" version 2>/dev/null | awk '/^kernels:/ { sub(/^kernels: /, ""); print }')"
 echo "llama.cpp: $LLAMA_BENCH"
 echo "model: $MODEL ($(stat -c %s "$MODEL") bytes), threads $THREADS, $ROUNDS alternating rounds of -r 1 each"
+# Other processes share the cores: the load average says how much (both tools see the same).
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo
 
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -118,6 +120,7 @@ stats() { awk '{ x[NR] = $1; s += $1 } END { m = s / NR; for (i = 1; i <= NR; i+
     printf "%.2f ± %.2f|%s|%.6f", m, d, r, m }' "$1"; }
 
 echo
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
 echo "| test | llama.cpp t/s | bankml t/s | bankml / llama.cpp | llama.cpp rounds | bankml rounds |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for t in "${TESTS[@]}"; do
