@@ -22,6 +22,7 @@ public:
 
     // Lays out parts of these sizes in bytes, each 64-byte aligned (contents unspecified).
     void layout(std::initializer_list<size_t> bytes) {
+        if (off_.size() < bytes.size()) off_.resize(bytes.size());
         size_t off = 0, i = 0;
         for (size_t b : bytes) {
             off_[i++] = off;
@@ -36,7 +37,7 @@ public:
 private:
     std::vector<uint8_t> buf_;
     uint8_t* base_ = nullptr;
-    size_t off_[8] = {};
+    std::vector<size_t> off_;
 };
 
 #if defined(__x86_64__)
