@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/kernels.h"
 #include "core/json.h"
 #include "model/forward.h"
 #include "model/gguf.h"
@@ -391,4 +392,33 @@ TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
     m->eval(p);
     auto b = m->eval(std::span<const int32_t>(&next, 1));
     CHECK_EQ(compare(a, b).first, (size_t)0);
+}
+
+// The oracle at every kernel level the CPU has (BANKML_KERNELS forces each narrower one: scalar,
+// avx2, avxvnni, avx512, avx512vnni) and at 1, 2, 3 and 16 threads: the Q1_0 and Q2_0 models give
+// llama.cpp's logits bit for bit, the F16 model the same bits as the scalar reference at 1 thread.
+TEST(forward_oracle_at_every_kernel_level_and_1_2_3_16_threads) {
+    const std::string dir = bt::temp_dir(), bin = bt::bankml_bin();
+    for (const char* ty : {"q1_0", "q2_0", "f16"}) {
+        const std::string model = bt::data_path(std::string("tiny-") + ty + ".gguf");
+        const size_t vocab_bytes = size_t(open_tiny(std::string("tiny-") + ty + ".gguf")->n_vocab()) * 4;
+        std::string want;
+        if (std::string(ty) != "f16") {
+            auto w = bt::read_file(bt::data_path(std::string("tiny-") + ty + "-logits-A.f32"));
+            want.assign(w.begin(), w.end());
+        }
+        for (Isa level : supported_isas())
+            for (int threads : {1, 2, 3, 16}) {
+                const std::string out = dir + "/logits-" + ty + "-" + isa_name(level) + "-" + std::to_string(threads);
+                auto p = bt::run_cmd(std::string("BANKML_KERNELS=") + isa_name(level) + " " + bin + " run -m " + model +
+                                     " --tokens 1,2,3,4,5,6,7,8 -n 1 -ngl 0 -t " + std::to_string(threads) + " --logits " + out);
+                REQUIRE_EQ(p.code, 0);
+                auto b = bt::read_file(out);
+                std::string got(b.begin(), b.end());
+                if (want.empty()) want = got.substr(0, vocab_bytes);  // f16: scalar, 1 thread
+                REQUIRE(got.size() >= want.size());
+                if (!CHECK(got.compare(0, want.size(), want) == 0))
+                    bt::fail(__FILE__, __LINE__, std::string(ty) + " at " + isa_name(level) + ", " + std::to_string(threads) + " threads");
+            }
+    }
 }

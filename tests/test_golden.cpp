@@ -46,7 +46,7 @@ void check_products(Path path, int threads) {
         if (pool) mat_vec_par(*pool, t, c.w.data(), c.rows, c.cols, act.data(), y.data(), path);
         else mat_vec(t, c.w.data(), c.rows, c.cols, act.data(), y.data(), path);
         if (!CHECK(same_bits(y, c.y))) {
-            bt::fail(__FILE__, __LINE__, "case " + std::to_string(i) + " kind " + std::to_string(c.kind) + " " +
+            bt::fail(__FILE__, __LINE__, std::string(bankml::isa_name(path_isa(path))) + ": case " + std::to_string(i) + " kind " + std::to_string(c.kind) + " " +
                                              std::to_string(c.rows) + "x" + std::to_string(c.cols));
             continue;
         }
@@ -94,8 +94,16 @@ TEST(golden_file_reads_whole) {
 }
 
 TEST(golden_q8_0_quantize_reference) { check_quantize(Path::Reference); }
+// Every fast level the CPU has (avx2, avxvnni, avx512, avx512vnni), each forced in turn.
+static std::vector<Path> fast_levels() {
+    std::vector<Path> v;
+    for (bankml::Isa l : bankml::supported_isas())
+        if (l != bankml::Isa::Scalar) v.push_back(path_of(l));
+    return v;
+}
+
 TEST(golden_q8_0_quantize_fast) {
-    check_quantize(Path::Fast);
+    for (Path p : fast_levels()) check_quantize(p);
     bt::fast_path_checked();
 }
 TEST(golden_products_reference_single_thread) { check_products(Path::Reference, 1); }
@@ -103,10 +111,11 @@ TEST(golden_products_reference_pool_2_3_5) {
     for (int t : {2, 3, 5}) check_products(Path::Reference, t);
 }
 TEST(golden_products_fast_single_thread) {
-    check_products(Path::Fast, 1);
+    for (Path p : fast_levels()) check_products(p, 1);
     bt::fast_path_checked();
 }
 TEST(golden_products_fast_pool_2_3_5) {
-    for (int t : {2, 3, 5}) check_products(Path::Fast, t);
+    for (Path p : fast_levels())
+        for (int t : {2, 3, 5}) check_products(p, t);
     bt::fast_path_checked();
 }

@@ -87,6 +87,15 @@ std::vector<Type> computed_types() {
 }
 const std::vector<Type> TYPES = computed_types();
 
+// Every fast level this CPU runs (avx2, avxvnni, avx512, avx512vnni where present), each forced.
+std::vector<Path> fast_levels() {
+    std::vector<Path> v;
+    for (Isa l : supported_isas())
+        if (l != Isa::Scalar) v.push_back(path_of(l));
+    return v;
+}
+std::string level_name(Path p) { return isa_name(path_isa(p)); }
+
 }  // namespace
 
 TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
@@ -101,10 +110,12 @@ TEST(quant_fast_equals_reference_every_block_multiple_to_16384) {
             auto x = rand_acts(g, t, cols, 1, r);
             std::vector<float> ref(rows), fast(rows);
             mat_vec(t, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
-            mat_vec(t, w.data(), rows, cols, x.data(), fast.data(), Path::Fast);
-            if (!CHECK(same(ref, fast))) {
-                bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " cols " + std::to_string(cols));
-                return;
+            for (Path level : fast_levels()) {
+                mat_vec(t, w.data(), rows, cols, x.data(), fast.data(), level);
+                if (!CHECK(same(ref, fast))) {
+                    bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " cols " + std::to_string(cols) + " at " + level_name(level));
+                    return;
+                }
             }
         }
     }
@@ -118,10 +129,13 @@ TEST(quant_f16_products_with_tails_match_reference) {
         auto x = rand_acts(g, Type::F16, cols, 3, Regime::Random);
         std::vector<float> ref(15), fast(15), one(5);
         mat_mat(Type::F16, w.data(), 5, cols, x.data(), 3, ref.data(), Path::Reference);
-        mat_mat(Type::F16, w.data(), 5, cols, x.data(), 3, fast.data(), Path::Fast);
-        CHECK(same(ref, fast));
-        mat_vec(Type::F16, w.data(), 5, cols, x.data(), one.data(), Path::Fast);
-        CHECK(std::memcmp(one.data(), ref.data(), 20) == 0);
+        for (Path level : fast_levels()) {
+            mat_mat(Type::F16, w.data(), 5, cols, x.data(), 3, fast.data(), level);
+            CHECK(same(ref, fast));
+            mat_vec(Type::F16, w.data(), 5, cols, x.data(), one.data(), level);
+            CHECK(std::memcmp(one.data(), ref.data(), 20) == 0);
+            CHECK_EQ(dot_f16(cols, reinterpret_cast<const uint16_t*>(w.data()), reinterpret_cast<const uint16_t*>(x.data()), level), ref[0]);
+        }
         // Every product against an independent double-precision dot. f16 to f32 is exact and an f16
         // product has at most 22 significant bits, so each w·x is exact in f32; the error comes from
         // the sums: per lane ⌊n/32⌋ fmas, then 5 levels of the tree (3 over the lanes, 2 over t0),
@@ -149,8 +163,10 @@ TEST(quant_f16_products_with_tails_match_reference) {
 
 TEST(quant_mat_mat_columns_equal_mat_vec) {
     std::mt19937 g(3);
+    std::vector<Path> paths = fast_levels();
+    paths.insert(paths.begin(), Path::Reference);
     for (Type t : TYPES)
-        for (Path path : {Path::Reference, Path::Fast})
+        for (Path path : paths)
             for (size_t ncols : {2, 3, 8, 64}) {
                 const size_t rows = 37, cols = 512;
                 if (path == Path::Reference && ncols == 64) continue;  // slow and adds nothing
@@ -163,16 +179,19 @@ TEST(quant_mat_mat_columns_equal_mat_vec) {
                     mat_vec(t, w.data(), rows, cols, x.data() + c * act_bytes(t, cols), yv.data(), path);
                     ok &= std::memcmp(yv.data(), ym.data() + c * rows, rows * 4) == 0;
                 }
-                if (!CHECK(ok)) bt::fail(__FILE__, __LINE__, type_name(t) + std::string(" ncols ") + std::to_string(ncols));
+                if (!CHECK(ok))
+                    bt::fail(__FILE__, __LINE__, type_name(t) + std::string(" ncols ") + std::to_string(ncols) + " at " + level_name(path));
             }
 }
 
 TEST(par_bit_exact_with_single_thread) {
     std::mt19937 g(9);
+    std::vector<Path> paths = fast_levels();
+    paths.insert(paths.begin(), Path::Reference);
     for (int threads : {2, 3, 5}) {
         par::Pool pool(threads);
         for (Type t : TYPES)
-            for (Path path : {Path::Reference, Path::Fast})
+            for (Path path : paths)
                 for (size_t ncols : {1, 5}) {
                     const size_t rows = 16 * 7 + 3, cols = 1024;
                     auto w = rand_weights(g, t, rows, cols, Regime::Random);
@@ -184,6 +203,31 @@ TEST(par_bit_exact_with_single_thread) {
                     CHECK(same(one, many));
                 }
     }
+}
+
+// Columns prepared once serve several matrices and row ranges in any order (the products' grouped
+// pool job), with mat_mat's bits, at every level.
+TEST(quant_prepared_columns_serve_several_matrices) {
+    std::mt19937 g(17);
+    std::vector<Path> paths = fast_levels();
+    paths.insert(paths.begin(), Path::Reference);
+    for (Type t : TYPES)
+        for (Path path : paths)
+            for (size_t ncols : {1, 4}) {
+                const size_t cols = 256, ra = 37, rb = 21;
+                auto wa = rand_weights(g, t, ra, cols, Regime::Random), wb = rand_weights(g, t, rb, cols, Regime::Extremes);
+                auto x = rand_acts(g, t, cols, ncols, Regime::Random);
+                std::vector<float> refa(ra * ncols), refb(rb * ncols), ya(ra * ncols, -1.0f), yb(rb * ncols, -1.0f);
+                mat_mat(t, wa.data(), ra, cols, x.data(), ncols, refa.data(), Path::Reference);
+                mat_mat(t, wb.data(), rb, cols, x.data(), ncols, refb.data(), Path::Reference);
+                const Columns a = prepare_columns(t, x.data(), cols, ncols, path);
+                CHECK_EQ(a.prep != nullptr, use_fast(path));
+                rows(a, wb.data(), 8, rb, yb.data(), rb);
+                rows(a, wa.data(), 10, ra, ya.data(), ra);
+                rows(a, wa.data(), 0, 10, ya.data(), ra);
+                rows(a, wb.data(), 0, 8, yb.data(), rb);
+                if (!CHECK(same(refa, ya) && same(refb, yb))) bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " at " + level_name(path));
+            }
 }
 
 TEST(quant_q8_0_fast_equals_reference_with_ties_and_zero_blocks) {
@@ -254,14 +298,33 @@ TEST(quant_kernels_env_forces_the_reference) {
     auto p = bt::run_cmd("BANKML_KERNELS=scalar " + bt::bankml_bin() + " version");
     CHECK_EQ(p.code, 0);
     CHECK(p.out.find("kernels: scalar (BANKML_KERNELS=scalar)") != std::string::npos);
-    if (cpu_has_avx2_fma_f16c()) {
-        auto q = bt::run_cmd("BANKML_KERNELS= " + bt::bankml_bin() + " version");
-        CHECK(q.out.find("kernels: avx2+fma+f16c") != std::string::npos);
-        auto r = bt::run_cmd("BANKML_KERNELS=avx2 " + bt::bankml_bin() + " version");
-        CHECK(r.out.find("kernels: avx2+fma+f16c (") != std::string::npos);
-        CHECK(r.out.find("vnni for") == std::string::npos);
+    // Each level caps the kernels at the widest supported level not above it.
+    for (Isa l : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni}) {
+        auto r = bt::run_cmd(std::string("BANKML_KERNELS=") + isa_name(l) + " " + bt::bankml_bin() + " version");
+        CHECK_EQ(r.code, 0);
+        const std::string want = std::string("kernels: ") + isa_name(isa_clamp(l)) + " (BANKML_KERNELS=" + isa_name(l) + ")";
+        if (!CHECK(r.out.find(want) != std::string::npos)) bt::fail(__FILE__, __LINE__, r.out + " lacks " + want);
     }
+    auto q = bt::run_cmd("BANKML_KERNELS= " + bt::bankml_bin() + " version");
+    CHECK(q.out.find(std::string("kernels: ") + isa_name(cpu_isa()) + " (f16") != std::string::npos);
+    auto bad = bt::run_cmd("BANKML_KERNELS=avx9 " + bt::bankml_bin() + " version");
+    CHECK(bad.err.find("ignoring BANKML_KERNELS='avx9'") != std::string::npos);
     bt::fast_path_checked();
+}
+
+// The levels' order and the clamp: never above what is asked or what the CPU has.
+TEST(quant_isa_levels_clamp_to_the_cpu) {
+    CHECK(isa_clamp(Isa::Scalar) == Isa::Scalar);
+    CHECK(path_isa(Path::Reference) == Isa::Scalar);
+    CHECK(path_isa(Path::Fast) == cpu_isa());
+    for (Isa l : {Isa::Avx2, Isa::AvxVnni, Isa::Avx512, Isa::Avx512Vnni}) {
+        const Isa c = isa_clamp(l);
+        CHECK(c <= l && isa_supported(c));
+        CHECK(path_isa(path_of(l)) == c);
+        if (isa_supported(l)) CHECK(c == l);
+    }
+    CHECK(supported_isas().front() == Isa::Scalar && supported_isas().back() == cpu_isa());
+    CHECK_EQ(isa_supported(Isa::Avx512Vnni), cpu().avx512f && cpu().avx512bw && cpu().avx512vl && cpu().avx512vnni && cpu_has_avx2_fma_f16c());
 }
 
 #include "quant/kernels_impl.h"
@@ -353,24 +416,25 @@ TEST(quant_q1_0_vnni_emulation_equals_reference) {
         const auto* wb = reinterpret_cast<const BlockQ1_0*>(c.w.data());
         const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
         detail::Prepared p;
-        detail::q1_0_prepare(xb, c.cols, c.ncols, p, true);
-        REQUIRE_EQ(p.neg_lane_sums.size(), nbx * c.ncols * 8);
-        for (size_t col = 0; col < c.ncols; ++col) CHECK_EQ(int(p.has_m128[col]), int(col == 2 || col == 5));
+        detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::AvxVnni);
+        const int32_t* negt = p.part<int32_t>(1);
+        const uint8_t* has_m128 = p.part<uint8_t>(2);
+        const float* xd = p.part<float>(0);
+        for (size_t col = 0; col < c.ncols; ++col) CHECK_EQ(int(has_m128[col]), int(col == 2 || col == 5));
         bool sums_ok = true;
         for (size_t i = 0; i < nbx * c.ncols; ++i)
             for (size_t lane = 0; lane < 8; ++lane) {
                 int t = 0;
                 for (size_t e = 0; e < 4; ++e) t += xb[i].qs[lane * 4 + e];
-                sums_ok &= p.neg_lane_sums[i * 8 + lane] == -t && p.d[i] == f16_to_f32(xb[i].d);
+                sums_ok &= negt[i * 8 + lane] == -t && xd[i] == f16_to_f32(xb[i].d);
             }
         CHECK(sums_ok);
         size_t same_rows = 0, wrap_rows_differ = 0;
         for (size_t col = 0; col < c.ncols; ++col)
             for (size_t r = 0; r < c.rows; ++r) {
-                float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + col * nbx, p.neg_lane_sums.data() + col * nbx * 8,
-                                             p.d.data() + col * nbx);
+                float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + col * nbx, negt + col * nbx * 8, xd + col * nbx);
                 bool eq = std::memcmp(&e, &c.ref[col * c.rows + r], 4) == 0;
-                if (p.has_m128[col]) wrap_rows_differ += r == 0 && !eq;  // row 0 has the clear bit there
+                if (has_m128[col]) wrap_rows_differ += r == 0 && !eq;  // row 0 has the clear bit there
                 else same_rows += eq;
             }
         CHECK_EQ(same_rows, (c.ncols - 2) * c.rows);
@@ -378,68 +442,104 @@ TEST(quant_q1_0_vnni_emulation_equals_reference) {
     }
 }
 
-// The AVX2 loops (dot_row, dot4_decoded), batch and decode, against the reference.
-TEST(quant_q1_0_avx2_loops_equal_reference) {
-    if (!cpu_has_avx2_fma_f16c()) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 AVX2 loops cannot run on this CPU");
-    for (uint32_t seed : {21u, 22u, 23u}) {
-        Q1Case c = q1_case(seed, {5});
-        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
-        detail::Prepared p;
-        detail::q1_0_prepare(xb, c.cols, c.ncols, p, false);
-        std::vector<float> y(c.rows * c.ncols, -1.0f);
-        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
-        CHECK(same(c.ref, y));
-        for (size_t col = 0; col < c.ncols; ++col) {
-            detail::Prepared p1;
-            detail::q1_0_prepare(xb + col * (c.cols / 32), c.cols, 1, p1, false);
-            std::vector<float> y1(c.rows, -1.0f);
-            detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + col * (c.cols / 32), p1, 1, y1.data(), c.rows);
-            CHECK(std::memcmp(y1.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0);
-        }
-    }
-}
-
-// The AVX-VNNI loops (dot4_vnni, dot_row_vnni: production's Q1_0 kernel on VNNI CPUs), batch and
-// decode, against the reference; columns holding -128 go to the AVX2 loop. Forced through the VNNI
-// loop anyway, such a column gives exactly the emulation's bits (not the reference's): the
-// emulation above is faithful to the instructions, the wrap case included.
-TEST(quant_q1_0_vnni_loops_equal_reference) {
-    if (!cpu_has_avx2_fma_f16c() || !cpu().avxvnni)
-        SKIP("avxvnni", "no AVX-VNNI on this CPU: the VNNI loops are covered by quant_q1_0_vnni_emulation_equals_reference only");
+// The Q1_0 loops of one level, batch (all columns) and decode (each column alone), against the
+// reference; with VNNI, columns holding -128 go to the level's non-VNNI loop. Forced through the
+// VNNI loop anyway, such a column gives exactly the emulation's bits (not the reference's): the
+// emulation above is faithful to the instructions, the wrap case included, at 256 and 512 bits.
+static void check_q1_0_loops(Isa level) {
+    const bool vnni = level == Isa::AvxVnni || level == Isa::Avx512Vnni;
     for (uint32_t seed : {21u, 22u, 23u}) {
         Q1Case c = q1_case(seed, {5});
         const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
         const auto* wb = reinterpret_cast<const BlockQ1_0*>(c.w.data());
         const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
         detail::Prepared p;
-        detail::q1_0_prepare(xb, c.cols, c.ncols, p, true);
-        CHECK_EQ(int(p.has_m128[5]) + int(p.has_m128[0]), 1);
+        detail::q1_0_prepare(xb, c.cols, c.ncols, p, level);
+        if (vnni) CHECK_EQ(int(p.part<uint8_t>(2)[5]) + int(p.part<uint8_t>(2)[0]), 1);
         std::vector<float> y(c.rows * c.ncols, -1.0f);
-        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
-        CHECK(same(c.ref, y));
+        detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+        if (!CHECK(same(c.ref, y))) bt::fail(__FILE__, __LINE__, std::string("batch at ") + isa_name(level));
         for (size_t col = 0; col < c.ncols; ++col) {
             detail::Prepared p1;
-            detail::q1_0_prepare(xb + col * nbx, c.cols, 1, p1, true);
+            detail::q1_0_prepare(xb + col * nbx, c.cols, 1, p1, level);
             std::vector<float> y1(c.rows, -1.0f);
-            detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + col * nbx, p1, 1, y1.data(), c.rows);
-            CHECK(std::memcmp(y1.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0);
+            detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, xb + col * nbx, p1, 1, y1.data(), c.rows);
+            if (!CHECK(std::memcmp(y1.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0))
+                bt::fail(__FILE__, __LINE__, std::string("decode at ") + isa_name(level) + " column " + std::to_string(col));
         }
+        // Row ranges that start and end inside a group of rows.
+        std::vector<float> yr(c.rows * c.ncols, -1.0f);
+        detail::q1_0_rows_fast(c.w.data(), c.cols, 3, c.rows - 2, c.x.data(), p, c.ncols, yr.data(), c.rows);
+        bool range_ok = true;
+        for (size_t col = 0; col < c.ncols; ++col)
+            for (size_t r = 0; r < c.rows; ++r)
+                range_ok &= (r >= 3 && r < c.rows - 2) ? std::memcmp(&yr[col * c.rows + r], &c.ref[col * c.rows + r], 4) == 0
+                                                       : yr[col * c.rows + r] == -1.0f;
+        CHECK(range_ok);
+        if (!vnni) continue;
         // Column 5 through the VNNI loops regardless, batch (all columns) and decode.
-        p.has_m128[5] = 0;
-        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+        p.part<uint8_t>(2)[5] = 0;
+        detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
         detail::Prepared p5;
-        detail::q1_0_prepare(xb + 5 * nbx, c.cols, 1, p5, true);
-        p5.has_m128[0] = 0;
+        detail::q1_0_prepare(xb + 5 * nbx, c.cols, 1, p5, level);
+        p5.part<uint8_t>(2)[0] = 0;
         std::vector<float> y5(c.rows, -1.0f);
-        detail::q1_0_rows_avx2(c.w.data(), c.cols, 0, c.rows, xb + 5 * nbx, p5, 1, y5.data(), c.rows);
+        detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, xb + 5 * nbx, p5, 1, y5.data(), c.rows);
         size_t match = 0;
         for (size_t r = 0; r < c.rows; ++r) {
-            float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + 5 * nbx, p.neg_lane_sums.data() + 5 * nbx * 8, p.d.data() + 5 * nbx);
+            float e = q1_0_vnni_emulated(nb, wb + r * nb, xb + 5 * nbx, p.part<int32_t>(1) + 5 * nbx * 8,
+                                         p.part<float>(0) + 5 * nbx);
             match += std::memcmp(&e, &y[5 * c.rows + r], 4) == 0 && std::memcmp(&e, &y5[r], 4) == 0;
         }
         CHECK_EQ(match, c.rows);
         CHECK(std::memcmp(&y[5 * c.rows], &c.ref[5 * c.rows], 4) != 0);  // row 0: the wrap case shows
     }
+}
+
+// The AVX2 loops (dot_row, dot4_decoded).
+TEST(quant_q1_0_avx2_loops_equal_reference) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 AVX2 loops cannot run on this CPU");
+    check_q1_0_loops(Isa::Avx2);
+}
+
+// The AVX-VNNI loops (dot4_vnni, dot_row_vnni).
+TEST(quant_q1_0_vnni_loops_equal_reference) {
+    if (!isa_supported(Isa::AvxVnni))
+        SKIP("avxvnni", "no AVX-VNNI on this CPU: the VNNI loops are covered by quant_q1_0_vnni_emulation_equals_reference only");
+    check_q1_0_loops(Isa::AvxVnni);
+}
+
+// The AVX-512 loops (q1_0_avx512.inc), without and with VNNI.
+TEST(quant_q1_0_avx512_loops_equal_reference) {
+    if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512 F/BW/VL on this CPU");
+    check_q1_0_loops(Isa::Avx512);
+    if (!isa_supported(Isa::Avx512Vnni)) SKIP("avx512vnni", "no AVX-512 VNNI on this CPU: only the avx512 loops ran");
+    check_q1_0_loops(Isa::Avx512Vnni);
+}
+
+// The Q2_0 and F16 rows of every level on row ranges that start and end inside a group of eight,
+// with several columns and one.
+TEST(quant_fast_rows_partial_ranges_every_level) {
+    std::mt19937 g(41);
+    for (Type t : TYPES)
+        for (Path level : fast_levels())
+            for (size_t ncols : {1, 3}) {
+                const size_t rows = 29, cols = 640;
+                auto w = rand_weights(g, t, rows, cols, Regime::Random);
+                auto x = rand_acts(g, t, cols, ncols, Regime::Extremes);
+                std::vector<float> ref(rows * ncols), y(rows * ncols, -1.0f);
+                mat_mat(t, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
+                const TypeTraits& tt = traits(t);
+                detail::Prepared p;
+                tt.prepare(x.data(), cols, ncols, path_isa(level), p);
+                tt.rows_fast(w.data(), cols, 5, 22, x.data(), p, ncols, y.data(), rows);
+                bool ok = true;
+                for (size_t c = 0; c < ncols; ++c)
+                    for (size_t r = 0; r < rows; ++r)
+                        ok &= (r >= 5 && r < 22) ? std::memcmp(&y[c * rows + r], &ref[c * rows + r], 4) == 0 : y[c * rows + r] == -1.0f;
+                if (!CHECK(ok)) bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " at " + level_name(level));
+            }
+    bt::fast_path_checked();
 }
 #endif
 

@@ -17,11 +17,16 @@
 
 namespace bankml::model::ops {
 
-// Starts as the kernels' choice (CPU features and BANKML_KERNELS); tests may switch it off.
-static std::atomic<bool> g_fast{fast_kernels()};
+// The path the ops run on, as the kernels choose one (quant::Path): Auto follows the CPU and
+// BANKML_KERNELS; tests set Reference to compare.
+static std::atomic<quant::Path> g_path{quant::Path::Auto};
 
-bool fast_paths() { return g_fast.load(std::memory_order_relaxed); }
-bool set_fast_paths(bool on) { return g_fast.exchange(on && fast_kernels()); }
+bool fast_paths() { return quant::use_fast(g_path.load(std::memory_order_relaxed)); }
+bool set_fast_paths(bool on) {
+    const bool old = fast_paths();
+    g_path.store(on ? quant::Path::Auto : quant::Path::Reference);
+    return old;
+}
 
 static inline float h2f(uint16_t h) { return f16_to_f32(h); }
 static inline uint16_t f2h(float f) { return f32_to_f16(f); }
@@ -148,12 +153,6 @@ BANKML_AVX2 static void swiglu_avx2(const float* gate, const float* up, float* y
 }
 #endif
 
-void swiglu(const float* gate, const float* up, float* y, size_t n) {
-#if BANKML_OPS_X86
-    if (fast_paths()) return swiglu_avx2(gate, up, y, n);
-#endif
-    swiglu_ref(gate, up, y, n);
-}
 
 // ---------------------------------------------------------------- f16 rows
 
@@ -199,26 +198,11 @@ BANKML_AVX2 static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
 }
 #endif
 
-float dot_f16(const uint16_t* x, const uint16_t* y, size_t n) {
-    // The same loop as an F16 weight row's product: the kernel's, on the path ops use.
-    return quant::dot_f16(n, x, y, fast_paths() ? quant::Path::Fast : quant::Path::Reference);
-}
-
-float dot_f32(const float* x, const float* y, size_t n) {
-#if BANKML_OPS_X86
-    if (fast_paths()) return dot_f32_avx2(x, y, n);
-#endif
-    return dot_f32_ref(x, y, n);
-}
-
-void round_f16(const float* x, uint16_t* y, size_t n) {
-#if BANKML_OPS_X86
-    if (fast_paths()) return round_f16_avx2(x, y, n);
-#endif
+static void round_f16_ref(const float* x, uint16_t* y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = f2h(x[i]);
 }
 
-// ---------------------------------------------------------------- attention
+// ---------------------------------------------------------------- attention's row loops
 
 // ggml_vec_scale_f16 and ggml_vec_mad_f16 for rows whose length is a multiple of 32 (their SIMD
 // loops); ggml's scalar tails (y + x*v, contracted) are the same arithmetic element by element.
@@ -227,6 +211,12 @@ static void scale_h_ref(uint16_t* y, size_t n, float v) {
 }
 static void mad_h_ref(uint16_t* y, const uint16_t* x, size_t n, float v) {
     for (size_t i = 0; i < n; i++) y[i] = f2h(std::fma(h2f(x[i]), v, h2f(y[i])));
+}
+static void scale_f_ref(float* y, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) y[i] *= v;
+}
+static void mad_f_ref(float* y, const float* x, size_t n, float v) {
+    for (size_t i = 0; i < n; i++) y[i] = std::fma(x[i], v, y[i]);
 }
 
 #if BANKML_OPS_X86
@@ -261,6 +251,38 @@ BANKML_AVX2 static void mad_f_avx2(float* y, const float* x, size_t n, float v) 
 }
 #endif
 
+// ---------------------------------------------------------------- dispatch
+
+// The ops' loops at one level, chosen as the kernels are (the path's level: scalar runs the
+// references, any wider level the AVX2 loops; both give the same bits).
+struct OpsKernels {
+    void (*swiglu)(const float*, const float*, float*, size_t);
+    float (*dot_f32)(const float*, const float*, size_t);
+    void (*round_f16)(const float*, uint16_t*, size_t);
+    void (*scale_h)(uint16_t*, size_t, float);
+    void (*mad_h)(uint16_t*, const uint16_t*, size_t, float);
+    void (*scale_f)(float*, size_t, float);
+    void (*mad_f)(float*, const float*, size_t, float);
+};
+static constexpr OpsKernels REFERENCE = {swiglu_ref, dot_f32_ref, round_f16_ref, scale_h_ref, mad_h_ref, scale_f_ref, mad_f_ref};
+#if BANKML_OPS_X86
+static constexpr OpsKernels AVX2 = {swiglu_avx2, dot_f32_avx2, round_f16_avx2, scale_h_avx2, mad_h_avx2, scale_f_avx2, mad_f_avx2};
+#else
+static constexpr OpsKernels AVX2 = REFERENCE;
+#endif
+
+static const OpsKernels& kernels() { return fast_paths() ? AVX2 : REFERENCE; }
+
+void swiglu(const float* gate, const float* up, float* y, size_t n) { kernels().swiglu(gate, up, y, n); }
+float dot_f32(const float* x, const float* y, size_t n) { return kernels().dot_f32(x, y, n); }
+void round_f16(const float* x, uint16_t* y, size_t n) { kernels().round_f16(x, y, n); }
+float dot_f16(const uint16_t* x, const uint16_t* y, size_t n) {
+    // The same loop as an F16 weight row's product: the kernel's, on the ops' path.
+    return quant::dot_f16(n, x, y, g_path.load(std::memory_order_relaxed));
+}
+
+// ---------------------------------------------------------------- attention
+
 // The running sum of the softmax: S*ms + vs, fused as GCC 12 -O3 -mfma compiles ggml's C++ (one of
 // ms and vs is always 1: only the new-maximum step, fma(S, ms, 1), differs from the unfused form;
 // the tiny oracles cannot tell the two apart).
@@ -270,8 +292,8 @@ void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_k
                 float* out, void* scratch) {
     uint16_t* acc = (uint16_t*)scratch;
     uint16_t* qh = acc + d;
-    const bool fast = fast_paths();
-    round_f16(q, qh, d);
+    const OpsKernels& kern = kernels();
+    kern.round_f16(q, qh, d);
     std::memset(acc, 0, d * sizeof(uint16_t));
     float S = 0.0f, M = -std::numeric_limits<float>::infinity();
     for (size_t ic = 0; ic < n_kv; ic++) {
@@ -283,33 +305,26 @@ void attend_f16(const float* q, const uint16_t* k, const uint16_t* v, size_t n_k
         if (s > M) {
             M = s;
             ms = expf(Mold - M);
-#if BANKML_OPS_X86
-            if (fast) scale_h_avx2(acc, d, ms); else
-#endif
-            scale_h_ref(acc, d, ms);
+            kern.scale_h(acc, d, ms);
         } else {
             vs = expf(s - M);
         }
-#if BANKML_OPS_X86
-        if (fast) mad_h_avx2(acc, v + ic * d, d, vs); else
-#endif
-        mad_h_ref(acc, v + ic * d, d, vs);
+        kern.mad_h(acc, v + ic * d, d, vs);
         S = softmax_sum(S, ms, vs);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (size_t i = 0; i < d; i++) out[i] = h2f(acc[i]) * inv;
-    (void)fast;
 }
 
 void attend_f32(const float* q, const float* k, const float* v, size_t n_kv, size_t d, float scale, float* out,
                 void* scratch) {
     (void)scratch;
-    const bool fast = fast_paths();
+    const OpsKernels& kern = kernels();
     float* acc = out;
     std::memset(acc, 0, d * sizeof(float));
     float S = 0.0f, M = -std::numeric_limits<float>::infinity();
     for (size_t ic = 0; ic < n_kv; ic++) {
-        float s = dot_f32(k + ic * d, q, d);
+        float s = kern.dot_f32(k + ic * d, q, d);
         s = s * scale;
         s += 0.0f;
         const float Mold = M;
@@ -317,23 +332,15 @@ void attend_f32(const float* q, const float* k, const float* v, size_t n_kv, siz
         if (s > M) {
             M = s;
             ms = expf(Mold - M);
-#if BANKML_OPS_X86
-            if (fast) scale_f_avx2(acc, d, ms); else
-#endif
-            for (size_t i = 0; i < d; i++) acc[i] *= ms;
+            kern.scale_f(acc, d, ms);
         } else {
             vs = expf(s - M);
         }
-        const float* vr = v + ic * d;
-#if BANKML_OPS_X86
-        if (fast) mad_f_avx2(acc, vr, d, vs); else
-#endif
-        for (size_t i = 0; i < d; i++) acc[i] = std::fma(vr[i], vs, acc[i]);
+        kern.mad_f(acc, v + ic * d, d, vs);
         S = softmax_sum(S, ms, vs);
     }
     const float inv = S == 0.0f ? 0.0f : 1.0f / S;
     for (size_t i = 0; i < d; i++) acc[i] *= inv;
-    (void)fast;
 }
 
 }  // namespace bankml::model::ops

@@ -58,9 +58,15 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
     });
 }
 
-// Rows per job of a grouped product: large enough that each mat_vec call's per-call setup (the
-// column's scales) is noise, small enough to balance a few threads over a layer's matrices.
-static constexpr size_t GROUP_ROWS = 256;
+// Rows per job of a grouped product: with one column about eight jobs per thread (each claim is
+// one atomic add, so many small jobs balance a token's products over 16 threads), at most 256 rows
+// (the per-call work is noise then) and at least 16; a prompt's jobs are 32 rows (the batch
+// kernels decode a few rows' weights once and run every column over them).
+static size_t job_rows(size_t total, size_t n, int threads) {
+    if (n > 1) return 2 * par::CHUNK_ROWS;
+    const size_t per = total / (size_t(threads) * 8) / par::CHUNK_ROWS * par::CHUNK_ROWS;
+    return std::clamp<size_t>(per, par::CHUNK_ROWS, 256);
+}
 
 void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n) {
     const quant::Type wt = outs.empty() ? gguf::Type::F32 : outs[0].w->type;
@@ -74,22 +80,22 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             return;
         }
     }
-    if (!same || n != 1 || pool.threads() == 1) {
+    if (!same) {
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
         return;
     }
+    // The columns quantized and prepared once for every matrix, then all their rows in one pool job.
     const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
-    if (act_.size() < ab) act_.resize(ab);
-    quant::prepare_activations(wt, x, cols, 1, act_.data());
+    if (act_.size() < ab * n) act_.resize(ab * n);
+    quant::prepare_activations(wt, x, cols, n, act_.data());
+    const quant::Columns a = quant::prepare_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
-    const uint8_t* act = act_.data();
-    pool.chunks(total, GROUP_ROWS, [&](size_t r0, size_t r1) {
+    pool.chunks(total, job_rows(total, n, pool.threads()), [&](size_t r0, size_t r1) {
         size_t off = 0;
         for (const Out& o : outs) {
             const size_t rows = (size_t)o.w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-            if (lo < hi)
-                quant::mat_vec(wt, o.w->data + (lo - off) * o.w->row_bytes, hi - lo, cols, act, o.y + (lo - off));
+            if (lo < hi) quant::rows(a, o.w->data, lo - off, hi - off, o.y, rows);
             off += rows;
         }
     });

@@ -57,10 +57,10 @@ public:
     // Y[c*rows + r] = row r of W times column c of X (X[c*cols + k]), for c < n.
     void mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, float* y);
 
-    // Several matrices times the same column(s) (Q, K, V; gate, up): the column is prepared once,
-    // and with one column the rows of all of them are shared out in one pool job, in jobs of 256
-    // rows, so that a decoded token waits for half as many pool barriers and claims far fewer
-    // chunks (also worth it for one matrix). Every element has mm's bits.
+    // Several matrices of one type and width times the same column(s) (Q, K, V; gate, up): the
+    // columns are quantized and prepared once (quant::prepare_columns) and the rows of all the
+    // matrices are shared out in one pool job, so that a decoded token or a prompt chunk waits for
+    // one pool barrier per group instead of one per matrix. Every element has mm's bits.
     struct Out {
         const Matrix* w;
         float* y;

@@ -4,36 +4,61 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
+#include "core/kernels.h"
 #include "quant/blocks.h"
 
 namespace bankml::quant::detail {
 
-struct Prepared {
-    std::vector<float> d;      // f32 of every Q8_0 block's scale, all columns
-    // Q1_0 batches on AVX-VNNI: per column, whether it holds a -128 quant (then the AVX2 path
-    // runs it: the VNNI identity below does not reproduce the -(-128) wrap), and per sub-block the
-    // eight negated lane sums -T of its quants.
-    bool vnni = false;
-    std::vector<uint8_t> has_m128;
-    std::vector<int32_t> neg_lane_sums;
-    std::vector<int32_t> sum;  // Q2_0: sum of each Q8_0 block's quants
-    std::vector<int8_t> perm;  // Q2_0: each Q8_0 block's quants in bit-plane order (see q2_0_fast.cpp)
-    std::vector<float> xf;     // F16, several columns: the columns widened to f32 (exact)
+// A fast path's once-per-call data: the level its rows kernel runs at, and parts whose layout the
+// type's prepare function chooses (each type's fast file names its parts); nothing here is
+// specific to a type. The buffer only grows, so a caller that keeps one allocates once.
+class Prepared {
+public:
+    Isa isa = Isa::Scalar;
+    size_t cols = 0, ncols = 0;
+
+    // Lays out parts of these sizes in bytes, each 64-byte aligned (contents unspecified).
+    void layout(std::initializer_list<size_t> bytes) {
+        if (off_.size() < bytes.size()) off_.resize(bytes.size());
+        size_t off = 0, i = 0;
+        for (size_t b : bytes) {
+            off_[i++] = off;
+            off += (b + 63) & ~size_t(63);
+        }
+        if (buf_.size() < off + 64) buf_.resize(off + 64);
+        base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf_.data()) + 63) & ~uintptr_t(63));
+    }
+    template <class T>
+    T* part(size_t i) const { return reinterpret_cast<T*>(base_ + off_[i]); }
+
+private:
+    std::vector<uint8_t> buf_;
+    uint8_t* base_ = nullptr;
+    std::vector<size_t> off_;
 };
 
 #if defined(__x86_64__)
-// vnni: use the AVX-VNNI batch kernel (only when the CPU has it).
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni);
-void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p);
-void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
+void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void q1_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
-void q2_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
+void q1_0_rows_avx512(const BlockQ1_0* w, size_t cols, size_t r0, size_t r1, const BlockQ8_0* x, const Prepared& p,
+                      size_t ncols, float* y, size_t ldy);
+void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+// Q8_0 columns' quants in the Q2_0 kernels' interleaved order, 64 bytes per pair of blocks (nb pairs).
+void q2_0_interleave(const BlockQ8_0* x, size_t nb, int8_t* y);
+void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p);
+void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
-float f16_dot_avx2(size_t n, const uint16_t* w, const uint16_t* x);
-void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p);
-void f16_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
+void q2_0_rows_avx512(const BlockQ2_0* w, size_t cols, size_t r0, size_t r1, const Prepared& p, size_t ncols, float* y,
+                      size_t ldy);
+float f16_dot_fast(size_t n, const uint16_t* w, const uint16_t* x, Isa isa);
+float f16_dot_avx512(size_t n, const uint16_t* w, const uint16_t* x);
+float f16_dotf_avx512(size_t n, const float* w, const float* x);
+void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void f16_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                    float* y, size_t ldy);
 #endif
 

@@ -21,7 +21,7 @@ void prepare_activations(Type t, const float* x, size_t cols, size_t ncols, void
 
 float dot_f16(size_t n, const uint16_t* w, const uint16_t* x, Path path) {
 #if defined(__x86_64__)
-    if (use_fast(path)) return detail::f16_dot_avx2(n, w, x);
+    if (const Isa l = path_isa(path); l != Isa::Scalar) return detail::f16_dot_fast(n, w, x, l);
 #endif
     (void)path;
     return vec_dot_f16_ref(n, w, x);
@@ -36,24 +36,36 @@ static detail::Prepared& caller_scratch() {
     return p;
 }
 
-// The one entry behind all four public functions: rows in chunks (on the pool or not), every
-// column of a chunk computed by the same per-element arithmetic: the type's fast rows when the
-// path allows and the table has them, else its reference rows.
+Columns prepare_columns(Type t, const void* x, size_t cols, size_t ncols, Path path) {
+    check_cols(t, cols, "prepare_columns");
+    const TypeTraits& tt = traits(t);
+    const Isa isa = path_isa(path);
+    Columns a{&tt, x, cols, ncols, nullptr};
+    if (tt.rows_fast && isa != Isa::Scalar && ncols > 0) {
+        detail::Prepared& prep = caller_scratch();
+        tt.prepare(x, cols, ncols, isa, prep);
+        a.prep = &prep;
+    }
+    return a;
+}
+
+void rows(const Columns& a, const void* w, size_t r0, size_t r1, float* y, size_t ldy) {
+    if (r0 >= r1 || a.ncols == 0) return;
+    if (a.prep) a.tt->rows_fast(w, a.cols, r0, r1, a.x, *a.prep, a.ncols, y, ldy);
+    else a.tt->rows_ref(w, a.cols, r0, r1, a.x, a.ncols, y, ldy);
+}
+
+// The one entry behind all four public functions: the columns prepared once, then the rows in
+// chunks (on the pool or not), every column of a chunk computed by the same per-element arithmetic:
+// the type's fast rows when the path allows and the table has them, else its reference rows.
 static void run(par::Pool* pool, Type t, const void* w, size_t rows, size_t cols, const void* x,
                 size_t ncols, float* y, Path path, const char* caller) {
     check_cols(t, cols, caller);
     if (rows == 0 || ncols == 0) return;
     if (!w || !x || !y) throw Error(std::string(caller) + ": null weights, activations or output");
-    const TypeTraits& tt = traits(t);
-    const bool fast = tt.rows_fast && use_fast(path);
-    detail::Prepared& prep = caller_scratch();
-    if (fast && tt.prepare) tt.prepare(x, cols, ncols, prep);
-    auto chunk = [&](size_t r0, size_t r1) {
-        if (fast) tt.rows_fast(w, cols, r0, r1, x, prep, ncols, y, rows);
-        else tt.rows_ref(w, cols, r0, r1, x, ncols, y, rows);
-    };
-    if (!pool || pool->threads() == 1) return chunk(0, rows);
-    pool->chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) { chunk(r0, r1); });
+    const Columns a = prepare_columns(t, x, cols, ncols, path);
+    if (!pool || pool->threads() == 1) return quant::rows(a, w, 0, rows, y, rows);
+    pool->chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) { quant::rows(a, w, r0, r1, y, rows); });
 }
 
 void mat_vec(Type t, const void* w, size_t rows, size_t cols, const void* x, float* y, Path path) {

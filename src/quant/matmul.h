@@ -38,4 +38,18 @@ void mat_mat(Type t, const void* w, size_t rows, size_t cols, const void* x, siz
 void mat_mat_par(par::Pool& pool, Type t, const void* w, size_t rows, size_t cols, const void* x,
                  size_t ncols, float* y, Path path = Path::Auto);
 
+// Activation columns prepared once for many row ranges: several matrices of one type and width that
+// share their input (Q, K and V; gate and up), each cut into chunks for the pool's workers. Made on
+// the calling thread (in its scratch: valid until that thread's next product or prepare_columns);
+// rows() may then run on any thread. Every element has mat_vec's bits.
+struct Columns {
+    const TypeTraits* tt = nullptr;
+    const void* x = nullptr;
+    size_t cols = 0, ncols = 0;
+    const detail::Prepared* prep = nullptr;  // null: the reference rows run
+};
+Columns prepare_columns(Type t, const void* x, size_t cols, size_t ncols, Path path = Path::Auto);
+// y[c * ldy + r] = row r of w (rows of a.cols values) . column c of a, for r in [r0, r1).
+void rows(const Columns& a, const void* w, size_t r0, size_t r1, float* y, size_t ldy);
+
 }  // namespace bankml::quant

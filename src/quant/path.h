@@ -1,15 +1,19 @@
-// Which implementation a kernel call uses. Auto: the fast path when bankml::fast_kernels()
-// (AVX2+FMA+F16C present, BANKML_KERNELS not "scalar"), else the reference. Reference: the scalar
-// reference. Fast: the fast path if the CPU has it, else the reference. All give the same bits.
+// Which implementation a kernel call uses. Auto: the level BANKML_KERNELS and the CPU allow
+// (core/kernels.h). Reference: the scalar reference. Fast: the widest level the CPU has. Avx2 ...
+// Avx512Vnni: that level, or the widest supported one below it. All give the same bits.
 #pragma once
 
 #include "core/kernels.h"
 
 namespace bankml::quant {
 
-enum class Path { Auto, Reference, Fast };
+enum class Path { Auto, Reference, Fast, Avx2, AvxVnni, Avx512, Avx512Vnni };
 
-// True when a call with this path runs the AVX2 code.
-bool use_fast(Path p);
+// The level a call with this path runs at.
+Isa path_isa(Path p);
+// True when a call with this path runs a fast (non-scalar) kernel.
+inline bool use_fast(Path p) { return path_isa(p) != Isa::Scalar; }
+// The path that forces a level (Scalar: Reference).
+Path path_of(Isa l);
 
 }  // namespace bankml::quant

@@ -19,22 +19,28 @@
 
 namespace bankml::quant::detail {
 
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, bool vnni) {
+// Parts: 0 the f32 of every Q8_0 scale (all columns); with VNNI, 1 each sub-block's eight negated
+// lane sums -T of its quants and 2 per column whether it holds a -128 quant (then a non-VNNI loop
+// runs it: the VNNI identity below does not reproduce the -(-128) wrap).
+void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
     const size_t n = cols / QK8_0 * ncols;
-    p.d.resize(n);
-    for (size_t i = 0; i < n; ++i) p.d[i] = f16_to_f32(x[i].d);
-    p.vnni = vnni;
+    const bool vnni = isa == Isa::AvxVnni || isa == Isa::Avx512Vnni;
+    p.isa = isa, p.cols = cols, p.ncols = ncols;
+    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols});
+    float* d = p.part<float>(0);
+    for (size_t i = 0; i < n; ++i) d[i] = f16_to_f32(x[i].d);
     if (!vnni) return;
-    p.has_m128.assign(ncols, 0);
-    p.neg_lane_sums.resize(n * 8);
+    int32_t* negt = p.part<int32_t>(1);
+    uint8_t* has_m128 = p.part<uint8_t>(2);
+    std::memset(has_m128, 0, ncols);
     for (size_t i = 0; i < n; ++i)
         for (size_t lane = 0; lane < 8; ++lane) {
             int32_t t = 0;
             for (size_t e = lane * 4; e < lane * 4 + 4; ++e) {
                 t += x[i].qs[e];
-                if (x[i].qs[e] == -128) p.has_m128[i / (cols / QK8_0)] = 1;
+                if (x[i].qs[e] == -128) has_m128[i / (cols / QK8_0)] = 1;
             }
-            p.neg_lane_sums[i * 8 + lane] = -t;
+            negt[i * 8 + lane] = -t;
         }
 }
 
@@ -169,21 +175,23 @@ __attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_row_vnni(size_
     return hsum(acc);
 }
 
-BANKML_AVX2 void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
-                           size_t ncols, float* y, size_t ldy) {
-    const auto* wb = static_cast<const BlockQ1_0*>(w);
-    const auto* xb = static_cast<const BlockQ8_0*>(x);
+BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, size_t r1, const BlockQ8_0* xb,
+                                  const Prepared& p, size_t ncols, float* y, size_t ldy) {
     const size_t nb = cols / QK1_0, nbx = cols / QK8_0;
+    const bool vnni = p.isa == Isa::AvxVnni;
+    const float* xd = p.part<float>(0);
+    const int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
+    const uint8_t* has_m128 = vnni ? p.part<uint8_t>(2) : nullptr;
     if (ncols == 1) {
-        if (p.vnni && !p.has_m128[0])
-            for (size_t r = r0; r < r1; ++r) y[r] = dot_row_vnni(nb, wb + r * nb, xb, p.neg_lane_sums.data(), p.d.data());
+        if (vnni && !has_m128[0])
+            for (size_t r = r0; r < r1; ++r) y[r] = dot_row_vnni(nb, wb + r * nb, xb, negt, xd);
         else
-            for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, p.d.data());
+            for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, xd);
         return;
     }
     // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights) and
     // run every column over them; a short last group repeats its last row.
-    std::vector<uint8_t> masks(4 * nb * 128), twos(p.vnni ? 4 * nb * 128 : 0);
+    std::vector<uint8_t> masks(4 * nb * 128), twos(vnni ? 4 * nb * 128 : 0);
     std::vector<float> d0s(4 * nb);
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
@@ -194,21 +202,28 @@ BANKML_AVX2 void q1_0_rows_avx2(const void* w, size_t cols, size_t r0, size_t r1
                     const size_t at = j * nb * 128 + ib * 128 + k * 32;
                     const __m256i sg = signs(row[ib].qs + 4 * k);
                     _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
-                    if (p.vnni)  // +1 -> 2, -1 -> 0
+                    if (vnni)  // +1 -> 2, -1 -> 0
                         _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, _mm256_set1_epi8(1)));
                 }
             }
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[4];
-            if (p.vnni && !p.has_m128[c])
-                dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, p.neg_lane_sums.data() + c * nbx * 8,
-                          p.d.data() + c * nbx, out);
+            if (vnni && !has_m128[c])
+                dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
             else
-                dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, p.d.data() + c * nbx, out);
+                dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, xd + c * nbx, out);
             for (size_t j = 0; j < 4 && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
         }
     }
+}
+
+void q1_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
+                    float* y, size_t ldy) {
+    const auto* wb = static_cast<const BlockQ1_0*>(w);
+    const auto* xb = static_cast<const BlockQ8_0*>(x);
+    if (p.isa >= Isa::Avx512) return q1_0_rows_avx512(wb, cols, r0, r1, xb, p, ncols, y, ldy);
+    rows_avx2(wb, cols, r0, r1, xb, p, ncols, y, ldy);
 }
 
 }  // namespace bankml::quant::detail

@@ -13,13 +13,28 @@
 
 namespace bankml::quant {
 
-bool use_fast(Path p) {
+Isa path_isa(Path p) {
     switch (p) {
-        case Path::Auto: return fast_kernels();
-        case Path::Reference: return false;
-        case Path::Fast: return cpu_has_avx2_fma_f16c();
+        case Path::Auto: return kernel_isa();
+        case Path::Reference: return Isa::Scalar;
+        case Path::Fast: return cpu_isa();
+        case Path::Avx2: return isa_clamp(Isa::Avx2);
+        case Path::AvxVnni: return isa_clamp(Isa::AvxVnni);
+        case Path::Avx512: return isa_clamp(Isa::Avx512);
+        case Path::Avx512Vnni: return isa_clamp(Isa::Avx512Vnni);
     }
-    return false;
+    return Isa::Scalar;
+}
+
+Path path_of(Isa l) {
+    switch (l) {
+        case Isa::Scalar: return Path::Reference;
+        case Isa::Avx2: return Path::Avx2;
+        case Isa::AvxVnni: return Path::AvxVnni;
+        case Isa::Avx512: return Path::Avx512;
+        case Isa::Avx512Vnni: return Path::Avx512Vnni;
+    }
+    return Path::Reference;
 }
 
 // cvtps_epi32 turns NaN and out-of-range values into INT32_MIN; packs then saturate to int8.

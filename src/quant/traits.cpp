@@ -73,15 +73,15 @@ void q2_0_to_float(const void* x, float* y, size_t n) {
 
 #if defined(__x86_64__)
 #define BANKML_FAST(f) f
-void q1_0_prepare(const void* x, size_t cols, size_t ncols, detail::Prepared& p) {
-    detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, vnni_allowed());
+void q1_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
+    detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, isa);
 }
-void q2_0_prepare(const void* x, size_t cols, size_t ncols, detail::Prepared& p) {
-    detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p);
+void q2_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
+    detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, isa);
 }
 // One column reads the f16 values directly; several share their f32 widening.
-void f16_prepare(const void* x, size_t cols, size_t ncols, detail::Prepared& p) {
-    if (ncols > 1) detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, p);
+void f16_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
+    detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, p, isa);
 }
 #else
 #define BANKML_FAST(f) nullptr
@@ -97,7 +97,7 @@ constexpr TypeTraits TABLE[] = {
     {Type::F32, "f32", 1, 4, Type::F32, f32_from_float, f32_to_float, nullptr, nullptr, nullptr, 0},
     {Type::F16, "f16", 1, 2, Type::F16, f16_from_float, f16_to_float,
      rows_ref<uint16_t, uint16_t, 1, 1, vec_dot_f16_ref>, BANKML_FAST(f16_prepare),
-     BANKML_FAST(detail::f16_rows_avx2), 1},
+     BANKML_FAST(detail::f16_rows_fast), 1},
     layout(Type::Q4_0, "q4_0", 32, 18),
     layout(Type::Q4_1, "q4_1", 32, 20),
     layout(Type::Q5_0, "q5_0", 32, 22),
@@ -130,10 +130,10 @@ constexpr TypeTraits TABLE[] = {
     layout(Type::MXFP4, "mxfp4", 32, 17),
     {Type::Q1_0, "q1_0", QK1_0, sizeof(BlockQ1_0), Type::Q8_0, nullptr, q1_0_to_float,
      rows_ref<BlockQ1_0, BlockQ8_0, QK1_0, QK8_0, vec_dot_q1_0_ref>, BANKML_FAST(q1_0_prepare),
-     BANKML_FAST(detail::q1_0_rows_avx2), 40},
+     BANKML_FAST(detail::q1_0_rows_fast), 40},
     {Type::Q2_0, "q2_0", QK2_0, sizeof(BlockQ2_0), Type::Q8_0, nullptr, q2_0_to_float,
      rows_ref<BlockQ2_0, BlockQ8_0, QK2_0, QK8_0, vec_dot_q2_0_ref>, BANKML_FAST(q2_0_prepare),
-     BANKML_FAST(detail::q2_0_rows_avx2), 41},
+     BANKML_FAST(detail::q2_0_rows_fast), 41},
 };
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace bankml::quant {
 
 namespace detail {
-struct Prepared;
+class Prepared;
 }
 
 // ggml's tensor types (the numbers are GGUF's on-disk ids). The table knows every id below so that
@@ -37,9 +37,10 @@ using ToFloat = void (*)(const void* x, float* y, size_t n);
 // c < ncols; x holds ncols columns of the dot type, one after another.
 using RowsRef = void (*)(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y,
                          size_t ldy);
-// The fast path's once-per-call work on the activation columns (scales to f32, sums), and the rows
-// kernel that reads it. Same bits as rows_ref.
-using PrepareFn = void (*)(const void* x, size_t cols, size_t ncols, detail::Prepared& p);
+// The fast path's once-per-call work on the activation columns (scales to f32, sums) for a level
+// (not scalar), and the rows kernel that reads it (it runs at the level prepare recorded). Same
+// bits as rows_ref at every level.
+using PrepareFn = void (*)(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p);
 using RowsFast = void (*)(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const detail::Prepared& p,
                           size_t ncols, float* y, size_t ldy);
 
@@ -52,7 +53,7 @@ struct TypeTraits {
     FromFloat from_float;      // null unless it is an activation type
     ToFloat to_float;          // null: bankml does not read it as f32
     RowsRef rows_ref;          // null: no product kernel (mat_vec / mat_mat refuse it)
-    PrepareFn prepare;         // null: the fast rows need nothing prepared
+    PrepareFn prepare;         // set with rows_fast
     RowsFast rows_fast;        // null: the reference runs on every path
     int32_t file_type;         // llama.cpp's general.file_type for a model of this type; -1: none
 };
