@@ -31,8 +31,22 @@ uint16_t rand_scale(std::mt19937& g, Regime r) {
     return f32_to_f16(v);
 }
 
+// A finite f32: mostly moderate, with Extremes sometimes zero, tiny or near the top of the range.
+float rand_f32(std::mt19937& g, Regime r) {
+    if (r == Regime::Extremes && g() % 4 == 0) {
+        const float pick[] = {0.0f, -0.0f, 1e-40f, -3e38f, 3e38f, 1.0f};
+        return pick[g() % 6];
+    }
+    return std::ldexp(float(g() % 100000 + 1) / 100000.0f, int(g() % 24) - 12) * ((g() & 1) ? 1.0f : -1.0f);
+}
+
 std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t cols, Regime r) {
     std::vector<uint8_t> w(rows * row_bytes(t, cols));
+    if (t == Type::F32) {  // finite f32 values of many sizes, zeros and the largest among them
+        auto* f = reinterpret_cast<float*>(w.data());
+        for (size_t i = 0; i < rows * cols; ++i) f[i] = rand_f32(g, r);
+        return w;
+    }
     if (traits(t).block == 1) {  // f16 values
         auto* h = reinterpret_cast<uint16_t*>(w.data());
         for (size_t i = 0; i < rows * cols; ++i) {
@@ -57,6 +71,11 @@ std::vector<uint8_t> rand_weights(std::mt19937& g, Type t, size_t rows, size_t c
 // Activation columns; Q8_0 quants include -128 (the wrap case), raw as in golden kinds 2 and 3.
 std::vector<uint8_t> rand_acts(std::mt19937& g, Type t, size_t cols, size_t ncols, Regime r) {
     std::vector<uint8_t> x(ncols * act_bytes(t, cols));
+    if (traits(t).dot_type == Type::F32) {
+        auto* f = reinterpret_cast<float*>(x.data());
+        for (size_t i = 0; i < ncols * cols; ++i) f[i] = rand_f32(g, r);
+        return x;
+    }
     if (traits(t).dot_type == Type::F16) {
         auto* h = reinterpret_cast<uint16_t*>(x.data());
         for (size_t i = 0; i < ncols * cols; ++i) h[i] = rand_scale(g, r == Regime::Extremes ? Regime::Random : r);
@@ -306,7 +325,7 @@ TEST(quant_kernels_env_forces_the_reference) {
         if (!CHECK(r.out.find(want) != std::string::npos)) bt::fail(__FILE__, __LINE__, r.out + " lacks " + want);
     }
     auto q = bt::run_cmd("BANKML_KERNELS= " + bt::bankml_bin() + " version");
-    CHECK(q.out.find(std::string("kernels: ") + isa_name(cpu_isa()) + " (f16") != std::string::npos);
+    CHECK(q.out.find(std::string("kernels: ") + isa_name(cpu_isa()) + " (f32, f16") != std::string::npos);
     auto bad = bt::run_cmd("BANKML_KERNELS=avx9 " + bt::bankml_bin() + " version");
     CHECK(bad.err.find("ignoring BANKML_KERNELS='avx9'") != std::string::npos);
     bt::fast_path_checked();
@@ -573,7 +592,7 @@ TEST(quant_traits_table_is_complete) {
     CHECK(type_from_name("Q2_0") == Type::Q2_0);
     CHECK(!type_from_name("q3_0"));
     CHECK(find_traits(4) == nullptr && find_traits(43) == nullptr);
-    CHECK(TYPES.size() == 3);  // F16, Q1_0, Q2_0
+    CHECK(TYPES.size() == 4);  // F32, F16, Q1_0, Q2_0
 }
 
 // Dequantizing through the table: Q1_0 bit set +d, clear -d; Q2_0 code q (q - 1) * d; F16 exact.

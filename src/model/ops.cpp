@@ -8,6 +8,7 @@
 #include "core/f16.h"
 #include "core/kernels.h"
 #include "quant/avx2.h"
+#include "quant/dot.h"
 #include "quant/matmul.h"
 
 #if defined(__x86_64__)
@@ -156,39 +157,11 @@ BANKML_AVX2 static void swiglu_avx2(const float* gate, const float* up, float* y
 
 // ---------------------------------------------------------------- f16 rows
 
-// The AVX reduction of four 8-lane accumulators: (0+2, 1+3), 0+1, halves, then two hadds.
-static inline float reduce_4x8(float acc[4][8]) {
-    float a[8], t[4];
-    for (int l = 0; l < 8; l++) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
-    for (int l = 0; l < 4; l++) t[l] = a[l] + a[l + 4];
-    return (t[0] + t[1]) + (t[2] + t[3]);
-}
-
-static float dot_f32_ref(const float* x, const float* y, size_t n) {
-    const size_t np = n & ~(size_t)31;
-    float acc[4][8] = {};
-    for (size_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            for (int l = 0; l < 8; l++) {
-                const size_t k = i + 8 * j + l;
-                acc[j][l] = std::fma(x[k], y[k], acc[j][l]);
-            }
-    float sum = reduce_4x8(acc);
-    for (size_t i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
-    return sum;
-}
+// The f32 dot is quant's (ggml_vec_dot_f32's order), shared with f32 weight matrices.
+static float dot_f32_ref(const float* x, const float* y, size_t n) { return quant::vec_dot_f32_ref(n, x, y); }
 
 #if BANKML_OPS_X86
-BANKML_AVX2 static float dot_f32_avx2(const float* x, const float* y, size_t n) {
-    const size_t np = n & ~(size_t)31;
-    __m256 s[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (size_t i = 0; i < np; i += 32)
-        for (int j = 0; j < 4; j++)
-            s[j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * j), _mm256_loadu_ps(y + i + 8 * j), s[j]);
-    float sum = quant::avx2::reduce4(s[0], s[1], s[2], s[3]);
-    for (size_t i = np; i < n; i++) sum = std::fma(x[i], y[i], sum);
-    return sum;
-}
+static float dot_f32_avx2(const float* x, const float* y, size_t n) { return quant::vec_dot_f32_avx2(n, x, y); }
 
 BANKML_AVX2 static void round_f16_avx2(const float* x, uint16_t* y, size_t n) {
     size_t i = 0;

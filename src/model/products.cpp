@@ -14,7 +14,7 @@ namespace bankml::model {
 
 namespace {
 
-// Whether the quant kernels compute products of type t (F32 weights are the model's own loop).
+// Whether the quant kernels compute products of type t.
 bool kernel_type(gguf::Type t) {
     const quant::TypeTraits* tt = quant::find_traits(uint32_t(t));
     return tt && tt->rows_ref;
@@ -22,7 +22,7 @@ bool kernel_type(gguf::Type t) {
 
 }  // namespace
 
-bool product_type_supported(gguf::Type t) { return t == gguf::Type::F32 || kernel_type(t); }
+bool product_type_supported(gguf::Type t) { return kernel_type(t); }
 
 std::string product_type_names(const char* sep, const char* last, bool upper) {
     std::vector<std::string> names;
@@ -50,12 +50,7 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
         else quant::mat_mat_par(pool, wt, w.data, rows, cols, act_.data(), n, y);
         return;
     }
-    // F32 weights (not a kernel type): ggml_vec_dot_f32's order, the column as it is.
-    pool.chunks(rows, par::CHUNK_ROWS, [&](size_t r0, size_t r1) {
-        for (size_t c = 0; c < n; c++)
-            for (size_t r = r0; r < r1; r++)
-                y[c * rows + r] = ops::dot_f32((const float*)(w.data + r * w.row_bytes), x + c * cols, cols);
-    });
+    throw Error(std::string("no product kernel for ") + quant::type_name(wt) + " matrices");
 }
 
 // Rows per job of a grouped product: with one column about eight jobs per thread (each claim is

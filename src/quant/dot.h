@@ -19,5 +19,11 @@ float vec_dot_q2_0_ref(size_t n, const BlockQ2_0* w, const BlockQ8_0* x);
 // fma accumulators over steps of 32, sum0+=sum2, sum1+=sum3, sum0+=sum1, then (l0+h0 + l1+h1) +
 // (l2+h2 + l3+h3); a tail beyond a multiple of 32 adds f32 products in double.
 float vec_dot_f16_ref(size_t n, const uint16_t* w, const uint16_t* x);
+// ggml_vec_dot_f32 (AVX2 order) of an f32 row with an f32 column: four 8-lane fma accumulators over
+// steps of 32, the same reduction as vec_dot_f16_ref, then a tail beyond a multiple of 32 fused
+// into the sum one product at a time (ggml's C is built with FMA contraction).
+float vec_dot_f32_ref(size_t n, const float* w, const float* x);
+// The same bits with AVX2 (callers check the CPU has it: core/kernels.h).
+float vec_dot_f32_avx2(size_t n, const float* w, const float* x);
 
 }  // namespace bankml::quant

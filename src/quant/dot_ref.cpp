@@ -53,6 +53,23 @@ float vec_dot_q2_0_ref(size_t n, const BlockQ2_0* w, const BlockQ8_0* x) {
     return sumf;
 }
 
+float vec_dot_f32_ref(size_t n, const float* w, const float* x) {
+    const size_t np = n & ~size_t(31);
+    float acc[4][8] = {};
+    for (size_t i = 0; i < np; i += 32)
+        for (size_t j = 0; j < 4; ++j)
+            for (size_t l = 0; l < 8; ++l) {
+                const size_t k = i + 8 * j + l;
+                acc[j][l] = std::fma(w[k], x[k], acc[j][l]);
+            }
+    float a[8], t[4];
+    for (size_t l = 0; l < 8; ++l) a[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (size_t l = 0; l < 4; ++l) t[l] = a[l] + a[l + 4];
+    float sum = (t[0] + t[1]) + (t[2] + t[3]);
+    for (size_t i = np; i < n; ++i) sum = std::fma(w[i], x[i], sum);
+    return sum;
+}
+
 float vec_dot_f16_ref(size_t n, const uint16_t* w, const uint16_t* x) {
     float sum[4][8] = {};
     const size_t np = n & ~size_t(31);

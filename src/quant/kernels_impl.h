@@ -57,6 +57,9 @@ void q2_0_rows_avx512(const BlockQ2_0* w, size_t cols, size_t r0, size_t r1, con
 float f16_dot_fast(size_t n, const uint16_t* w, const uint16_t* x, Isa isa);
 float f16_dot_avx512(size_t n, const uint16_t* w, const uint16_t* x);
 float f16_dotf_avx512(size_t n, const float* w, const float* x);
+void f32_prepare(const float* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void f32_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
+                   float* y, size_t ldy);
 void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
 void f16_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                    float* y, size_t ldy);

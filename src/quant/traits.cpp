@@ -79,6 +79,9 @@ void q1_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Pre
 void q2_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
     detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, isa);
 }
+void f32_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
+    detail::f32_prepare(static_cast<const float*>(x), cols, ncols, p, isa);
+}
 // One column reads the f16 values directly; several share their f32 widening.
 void f16_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
     detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, p, isa);
@@ -94,7 +97,8 @@ constexpr TypeTraits layout(Type t, const char* name, uint32_t block, uint32_t b
 
 constexpr TypeTraits TABLE[] = {
     // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7; Q1_0 and Q2_0 as the tiny oracle files.
-    {Type::F32, "f32", 1, 4, Type::F32, f32_from_float, f32_to_float, nullptr, nullptr, nullptr, 0},
+    {Type::F32, "f32", 1, 4, Type::F32, f32_from_float, f32_to_float,
+     rows_ref<float, float, 1, 1, vec_dot_f32_ref>, BANKML_FAST(f32_prepare), BANKML_FAST(detail::f32_rows_fast), 0},
     {Type::F16, "f16", 1, 2, Type::F16, f16_from_float, f16_to_float,
      rows_ref<uint16_t, uint16_t, 1, 1, vec_dot_f16_ref>, BANKML_FAST(f16_prepare),
      BANKML_FAST(detail::f16_rows_fast), 1},
