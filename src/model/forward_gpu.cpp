@@ -32,6 +32,43 @@ struct CardMatrix {
     gpu::Buffer a, b;  // Q1_0: scales, bits; Q2_0: scales, codes; F16: the rows (b unused)
 };
 
+// How a matrix type runs on the card, one entry a type: its packing into one or two word buffers
+// (a: scales or values; b: bits or codes, empty where a alone holds the matrix), the bytes that
+// takes, and its product kernel (product_step, below, reads `kernel`).
+struct CardType {
+    quant::Type type;
+    const char* kernel;  // "" for Q1_0: q1_0_mat_vec8's variant by rows (kernels.h)
+    void (*pack)(const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b);
+    uint64_t (*bytes)(uint64_t rows, uint64_t cols);
+};
+
+const CardType CARD_TYPES[] = {
+    {quant::Type::Q1_0, "",
+     [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
+         kn::PackedQ1_0 pk = kn::pack_q1_0(raw, rows, cols);
+         a = std::move(pk.scales), b = std::move(pk.bits);
+     },
+     [](uint64_t rows, uint64_t cols) { return rows * cols / 128 * 18; }},  // 18 bytes per 128, as in the GGUF
+    {quant::Type::Q2_0, "q2_0_mat_vec",
+     [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
+         go::PackedQ2_0 pk = go::pack_q2_0(raw.data(), rows, cols);
+         a = std::move(pk.scales), b = std::move(pk.codes);
+     },
+     [](uint64_t rows, uint64_t cols) { return rows * cols / 64 * 20; }},  // a scale per word, 16 bytes of codes
+    {quant::Type::F16, "f16_mat_vec",
+     [](const std::vector<uint8_t>& raw, size_t, size_t, std::vector<uint32_t>& a, std::vector<uint32_t>&) {
+         a.resize(raw.size() / 4);
+         std::memcpy(a.data(), raw.data(), a.size() * 4);
+     },
+     [](uint64_t rows, uint64_t cols) { return rows * cols * 2; }},
+};
+
+const CardType& card_type(quant::Type t) {
+    for (const CardType& c : CARD_TYPES)
+        if (c.type == t) return c;
+    throw Error(std::string("no card kernel for ") + gguf::type_name(t) + " matrices");
+}
+
 }  // namespace
 
 struct GpuForward::Impl {
@@ -139,46 +176,24 @@ struct GpuForward::Impl {
         std::vector<uint8_t> raw;
         raw.reserve(c.rows * first.row_bytes);
         for (const Matrix* p : parts) raw.insert(raw.end(), p->data, p->data + (size_t)p->rows * p->row_bytes);
-        switch (c.type) {
-            case gguf::Type::Q1_0: {
-                kn::PackedQ1_0 pk = kn::pack_q1_0(raw, c.rows, c.cols);
-                c.a = upload_words(pk.scales);
-                c.b = upload_words(pk.bits);
-                break;
-            }
-            case gguf::Type::Q2_0: {
-                go::PackedQ2_0 pk = go::pack_q2_0(raw.data(), c.rows, c.cols);
-                c.a = upload_words(pk.scales);
-                c.b = upload_words(pk.codes);
-                break;
-            }
-            case gguf::Type::F16: {
-                std::vector<uint32_t> w(raw.size() / 4);
-                std::memcpy(w.data(), raw.data(), w.size() * 4);
-                c.a = upload_words(w);
-                c.b = c.a;
-                break;
-            }
-            default:
-                throw Error(std::string("no card kernel for ") + gguf::type_name(c.type) + " matrices");
-        }
+        std::vector<uint32_t> a, b;
+        card_type(c.type).pack(raw, c.rows, c.cols, a, b);
+        c.a = upload_words(a);
+        c.b = b.empty() ? c.a : upload_words(b);
         return c;
     }
 
     // The product of a card matrix with the prepared input, into out.
     gpu::Step product(const CardMatrix& w, const gpu::Buffer& out) {
         const uint32_t rows = (uint32_t)w.rows, cols = (uint32_t)w.cols;
-        switch (w.type) {
-            case gguf::Type::Q1_0: {
-                const uint32_t per = kn::mat_vec8_per(w.rows);
-                const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
-                return {&pipe(n), {&w.a, &w.b, &d8, &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
-            }
-            case gguf::Type::Q2_0:
-                return op("q2_0_mat_vec", {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8);
-            default:
-                return op("f16_mat_vec", {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);
+        const std::string k = card_type(w.type).kernel;
+        if (k.empty()) {  // Q1_0: the Q8_0 scales and the lane-product table
+            const uint32_t per = kn::mat_vec8_per(w.rows);
+            const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
+            return {&pipe(n), {&w.a, &w.b, &d8, &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
         }
+        if (k == "q2_0_mat_vec") return op(k, {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8);
+        return op(k, {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);  // f16_mat_vec: the f16 activation
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
         return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
@@ -327,15 +342,11 @@ uint64_t GpuForward::bytes_for(const GpuModel& m) {
     const Hparams& hp = *m.hp;
     const uint64_t E = hp.n_embd, D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv, FF = hp.n_ff, L = hp.n_layer,
                    V = hp.n_vocab, NQ = NH * D, C = (uint64_t)m.n_ctx;
-    // Packed weights: Q1_0 keeps its 18 bytes per 128, Q2_0 takes 20 per 64 (a scale per word),
-    // F16 its 2 per weight.
+    // Packed weights, as each type packs them on the card.
     auto packed = [](const Matrix& w) -> uint64_t {
-        const uint64_t n = uint64_t(w.rows) * uint64_t(w.cols);
-        switch (w.type) {
-            case gguf::Type::Q2_0: return n / 64 * 20;
-            case gguf::Type::Q1_0: return n / 128 * 18;
-            default: return uint64_t(w.rows) * w.row_bytes;
-        }
+        for (const CardType& c : CARD_TYPES)
+            if (c.type == w.type) return c.bytes(uint64_t(w.rows), uint64_t(w.cols));
+        return uint64_t(w.rows) * w.row_bytes;  // no card kernel: the model stays on the CPU anyway
     };
     uint64_t b = packed(*m.output) + (2 * E + (2 * E + 2 * D) * L) * 4;
     for (const Layer& y : m.layers)
