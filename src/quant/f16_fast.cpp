@@ -34,15 +34,8 @@ BANKML_AVX2 static float dot_h(size_t n, const uint16_t* w, const uint16_t* x) {
 
 // The same arithmetic on operands already widened to f32 (exact), for the several-column case.
 BANKML_AVX2 static float dot_f(size_t n, const float* w, const float* x) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     const size_t np = n & ~size_t(31);
-    for (size_t i = 0; i < np; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    double sumf = double(avx2::reduce4(s0, s1, s2, s3));
+    double sumf = double(avx2::fma_loop_reduce(np, w, x));
     for (size_t i = np; i < n; ++i) sumf += double(w[i] * x[i]);
     return float(sumf);
 }

@@ -12,15 +12,8 @@
 namespace bankml::quant {
 
 BANKML_AVX2 float vec_dot_f32_avx2(size_t n, const float* w, const float* x) {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     const size_t np = n & ~size_t(31);
-    for (size_t i = 0; i < np; i += 32) {
-        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), s0);
-        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-    }
-    float sum = avx2::reduce4(s0, s1, s2, s3);
+    float sum = avx2::fma_loop_reduce(np, w, x);
     for (size_t i = np; i < n; ++i) sum = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(w[i]), _mm_set_ss(x[i]), _mm_set_ss(sum)));
     return sum;
 }
