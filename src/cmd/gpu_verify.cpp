@@ -73,7 +73,9 @@ CardVerdict verify_card(gpu::Gpu& g, bool full, bool exhaustive) {
         v.lines = gpu::kernels::verify_q1_0(g, opt);
         const gpu::ops::Build build = gpu::ops::build_for(g, v.path == gpu::kernels::FmaPath::native);
         v.lines.push_back("op kernels' float controls: " + g.float_controls_detail() + " (each one offered is asked for" +
-                          (build.float_modes & gpu::shader::SOFT_F32 ? "; f32 arithmetic through double, subnormals kept)" : ")"));
+                          (build.float_modes & gpu::shader::SOFT_F32
+                               ? "; exact build: f32 arithmetic through double, subnormals kept; guarded build: plain f32 with a subnormal flag)"
+                               : ")"));
         v.lines.push_back(std::string("expf as the host's C library: ") + (build.expf_fused ? "fused" : "unfused") +
                           " multiply-adds");
         for (std::string& l : model::verify_ops(g, build, oo)) v.lines.push_back(std::move(l));
