@@ -1,5 +1,9 @@
 #include "gpu_device.h"
 
+#include "gpu/kernels.h"
+#include "gpu/gpu.h"
+#include "test.h"
+
 #include <cstdlib>
 #include <exception>
 
@@ -34,6 +38,37 @@ TestGpu& test_gpu_device() {
     }
     if (set) unsetenv("BANKML_GPU_VALIDATION");
     return t;
+}
+
+VerifiedCard open_verified_card() {
+    TestGpu& t = test_gpu_device();
+    if (!t.gpu) SKIP("gpu", t.why);
+    VerifiedCard c{Gpu::open(t.index), {}, false};
+    if (!c.gpu.has_f64()) SKIP("gpu", "the test card has no shaderFloat64");
+    bankml::gpu::kernels::FmaPath path = bankml::gpu::kernels::FmaPath::exact;
+    bankml::gpu::kernels::VerifyOptions vo;
+    vo.full = false;
+    vo.chosen = &path;
+    bankml::gpu::kernels::verify_q1_0(c.gpu, vo);
+    c.native = path == bankml::gpu::kernels::FmaPath::native;
+    c.build = bankml::gpu::ops::build_for(c.gpu, c.native);
+    return c;
+}
+
+bool any_vulkan_device() {
+    for (const auto& d : bankml::gpu::discover().devices)
+        if (d.backend == "vulkan") return true;
+    return false;
+}
+
+EnvScope::EnvScope(const char* n, const char* v) : name(n) {
+    if (const char* o = std::getenv(n)) old = o;
+    if (v) setenv(n, v, 1);
+    else unsetenv(n);
+}
+EnvScope::~EnvScope() {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
 }
 
 }  // namespace bt

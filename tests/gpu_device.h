@@ -5,9 +5,11 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gpu/compute.h"
+#include "gpu/op_kernels.h"
 
 namespace bt {
 
@@ -18,5 +20,26 @@ struct TestGpu {
 };
 
 TestGpu& test_gpu_device();
+
+// A fresh handle on the test card (the model takes it), after its Q1_0 kernels proved themselves
+// (and whether its Fma is native) as bankml checks before use, with the op kernels' build for it.
+// Skips the test where there is no card or it lacks shaderFloat64.
+struct VerifiedCard {
+    bankml::gpu::Gpu gpu;
+    bankml::gpu::ops::Build build;
+    bool native = false;
+};
+VerifiedCard open_verified_card();
+
+// Whether discovery finds any Vulkan device.
+bool any_vulkan_device();
+
+// Sets an environment variable for one scope (nullptr: unset), restoring the previous state.
+struct EnvScope {
+    std::string name;
+    std::optional<std::string> old;
+    EnvScope(const char* n, const char* v);
+    ~EnvScope();
+};
 
 }  // namespace bt

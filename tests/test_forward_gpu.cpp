@@ -18,27 +18,8 @@ using namespace bankml;
 
 namespace {
 
-// A fresh card (the model takes it) with the build its verification allows.
-struct Card {
-    gpu::Gpu gpu;
-    gpu::ops::Build build;
-    bool native = false;
-};
-
-Card open_card() {
-    bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP("gpu", t.why);
-    Card c{gpu::Gpu::open(t.index), {}, false};
-    if (!c.gpu.has_f64()) SKIP("gpu", "the test card has no shaderFloat64");
-    gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
-    gpu::kernels::VerifyOptions vo;
-    vo.full = false;
-    vo.chosen = &path;
-    gpu::kernels::verify_q1_0(c.gpu, vo);
-    c.native = path == gpu::kernels::FmaPath::native;
-    c.build = gpu::ops::build_for(c.gpu, c.native);
-    return c;
-}
+using Card = bt::VerifiedCard;
+Card open_card() { return bt::open_verified_card(); }
 
 std::unique_ptr<model::Model> open_model(const std::string& type, bool on_gpu) {
     model::ModelOptions opt;

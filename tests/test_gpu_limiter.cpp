@@ -25,25 +25,9 @@ using namespace bankml;
 
 namespace {
 
-struct Env {
-    std::string name;
-    std::optional<std::string> old;
-    Env(const char* n, const char* v) : name(n) {
-        if (const char* o = std::getenv(n)) old = o;
-        if (v) setenv(n, v, 1);
-        else unsetenv(n);
-    }
-    ~Env() {
-        if (old) setenv(name.c_str(), old->c_str(), 1);
-        else unsetenv(name.c_str());
-    }
-};
+using Env = bt::EnvScope;
 
-bool any_vulkan_device() {
-    for (const auto& d : gpu::discover().devices)
-        if (d.backend == "vulkan") return true;
-    return false;
-}
+using bt::any_vulkan_device;
 
 std::unique_ptr<gpu::Worker> worker(gpu::WorkerOptions opt) {
     bt::test_gpu_device();
@@ -101,26 +85,8 @@ size_t q1_0_shapes(model::Model& m) {
 
 constexpr size_t TOKENS = 40;  // enough for every shape's 2 × (1 + TRIALS) products
 
-struct Card {
-    gpu::Gpu gpu;
-    gpu::ops::Build build;
-    bool native = false;
-};
-
-Card open_card() {
-    bt::TestGpu& t = bt::test_gpu_device();
-    if (!t.gpu) SKIP("gpu", t.why);
-    Card c{gpu::Gpu::open(t.index), {}, false};
-    if (!c.gpu.has_f64()) SKIP("gpu", "the test card has no shaderFloat64");
-    gpu::kernels::FmaPath path = gpu::kernels::FmaPath::exact;
-    gpu::kernels::VerifyOptions vo;
-    vo.full = false;
-    vo.chosen = &path;
-    gpu::kernels::verify_q1_0(c.gpu, vo);
-    c.native = path == gpu::kernels::FmaPath::native;
-    c.build = gpu::ops::build_for(c.gpu, c.native);
-    return c;
-}
+using Card = bt::VerifiedCard;
+Card open_card() { return bt::open_verified_card(); }
 
 }  // namespace
 

@@ -25,26 +25,9 @@ using namespace bankml;
 
 namespace {
 
-// Sets an environment variable for one scope, restoring the previous state.
-struct EnvScope {
-    std::string name;
-    std::optional<std::string> old;
-    EnvScope(const char* n, const char* v) : name(n) {
-        if (const char* o = std::getenv(n)) old = o;
-        if (v) setenv(n, v, 1);
-        else unsetenv(n);
-    }
-    ~EnvScope() {
-        if (old) setenv(name.c_str(), old->c_str(), 1);
-        else unsetenv(name.c_str());
-    }
-};
+using bt::EnvScope;
 
-bool any_vulkan_device() {
-    for (const auto& d : gpu::discover().devices)
-        if (d.backend == "vulkan") return true;
-    return false;
-}
+using bt::any_vulkan_device;
 
 // A worker on the first selected card, software renderers allowed, half of the rows.
 std::unique_ptr<gpu::Worker> test_worker(const gpu::WorkerOptions& extra = {}) {
