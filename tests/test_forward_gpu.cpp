@@ -151,6 +151,25 @@ TEST(forward_gpu_guard_flag_replays_the_token_exactly) {
     }
 }
 
+// Flags that come often move the guarded token to the exact attention, and then, where they still
+// come, the next tokens to the exact build: the bits stay the CPU's throughout.
+TEST(forward_gpu_frequent_flags_take_the_exact_attention_then_the_exact_build) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(8);
+    const auto want = steps(*cpu, p, 12);
+    auto card = open_model("q1_0", true);
+    REQUIRE(card->gpu_forward() != nullptr);
+    if (!card->gpu_forward()->guarded()) SKIP("gpu", "the test card keeps f32 subnormals: its kernels need no guard");
+    card->gpu_forward()->inject_failure(2, "subnormals");
+    auto got = steps(*card, p, 12);
+    CHECK(same_bytes(want, got));
+    CHECK(card->on_gpu());
+    CHECK(card->gpu_forward()->attention_exact());
+    // Steps 2-5 flag with the guarded attention, 6-9 with the exact one; 10-19 run the exact build.
+    CHECK_EQ(card->gpu_forward()->replays(), (size_t)8);
+    CHECK_EQ(card->gpu_forward()->tokens(), (size_t)20);
+}
+
 TEST(forward_gpu_refuses_an_f32_cache_and_a_started_model) {
     model::ModelOptions opt;
     opt.threads = 1;

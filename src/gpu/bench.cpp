@@ -65,6 +65,63 @@ void line(const char* fmt, auto... args) {
     std::fflush(stdout);  // partial results survive a time limit
 }
 
+// The Q1_0 products as a decode token runs them: one recorded sequence of many products, each after
+// a barrier, each reading its own copy of the weights (together several times the card's L2, so
+// the weights come from memory, as a token's do). Card time per product, for the 8B model's layer
+// shapes and output matrix, with each kernel variant.
+void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
+    const ModelShape* m8 = model_shape("8b");
+    const size_t E = size_t(m8->embd), FF = size_t(m8->ff), NQ = size_t(m8->heads) * size_t(m8->head_dim),
+                 KV = size_t(m8->kv_heads) * size_t(m8->head_dim);
+    struct Shape { const char* what; size_t rows, cols; };
+    const Shape shapes[] = {{"q,k,v", NQ + 2 * KV, E}, {"o", E, NQ}, {"gate,up", 2 * FF, E}, {"down", E, FF}, {"output", size_t(m8->vocab), E}};
+    const uint64_t TOTAL = uint64_t(512) << 20;  // weight bytes per sequence
+    struct V { std::string name; Pipeline p; uint32_t per; };
+    std::vector<V> vs;
+    const kernels::FmaPath path = kernels::probe_native_fma(g).native ? kernels::FmaPath::native : kernels::FmaPath::exact;
+    for (uint32_t per : kernels::MAT_VEC8_PERS)
+        vs.push_back({kernels::kernel_name(true, path, per), g.pipeline(kernels::q1_0_mat_vec8(path, per), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
+    line("products in a sequence (each after a barrier, weights from memory: %llu MiB a sequence), card time:\n",
+         (unsigned long long)(TOTAL >> 20));
+    line("%-8s %-12s %-24s %10s %10s\n", "matrix", "shape", "kernel", "us each", "GB/s");
+    for (const Shape& sh : shapes) {
+        const size_t wbytes = sh.rows * sh.cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
+        std::vector<uint8_t> w(wbytes), x(sh.cols / quant::QK8_0 * sizeof(quant::BlockQ8_0));
+        for (auto& b : w) b = uint8_t(rng());
+        for (size_t i = 0; i < wbytes; i += sizeof(quant::BlockQ1_0)) w[i + 1] = uint8_t(0x18 + rng() % 24);
+        for (auto& b : x) b = uint8_t(rng());
+        for (size_t i = 0; i < x.size(); i += sizeof(quant::BlockQ8_0)) x[i + 1] = uint8_t(0x18 + rng() % 24);
+        const auto pw = kernels::pack_q1_0(w, sh.rows, sh.cols);
+        const auto pa = kernels::pack_act(x, sh.cols);
+        const size_t copies = std::max<size_t>(2, size_t(TOTAL / wbytes));
+        std::vector<Buffer> ws, bs;
+        for (size_t c = 0; c < copies; ++c) ws.push_back(g.upload<uint32_t>(pw.scales)), bs.push_back(g.upload<uint32_t>(pw.bits));
+        Buffer as = g.upload<float>(pa.scales), aq = g.upload<float>(pa.lane_products);
+        Buffer out = g.buffer(sh.rows * 4);
+        char shape[32];
+        std::snprintf(shape, sizeof shape, "%zux%zu", sh.rows, sh.cols);
+        for (const V& v : vs) {
+            std::vector<Step> steps;
+            for (size_t c = 0; c < copies; ++c)
+                steps.push_back(Step{&v.p, {&ws[c], &bs[c], &as, &aq, &out},
+                                     {uint32_t(sh.rows), uint32_t(sh.cols / quant::QK1_0)}, kernels::groups_mat_vec8(sh.rows, v.per), true});
+            Sequence seq = g.record(steps);
+            std::vector<double> t;
+            for (int i = 0; i < 4; ++i) {
+                g.submit(seq), g.wait();
+                if (i) t.push_back(g.last_dispatch_us());
+            }
+            g.free(seq);
+            const double each = median(t) / double(copies);
+            line("%-8s %-12s %-24s %10.2f %10.1f%s\n", sh.what, shape, v.name.c_str(), each, double(wbytes) / each / 1e3,
+                 v.per == kernels::mat_vec8_per(sh.rows) ? "" : "  (not the forward pass's rows per invocation)");
+        }
+        for (Buffer& b : ws) g.free(b);
+        for (Buffer& b : bs) g.free(b);
+        for (Buffer* b : {&as, &aq, &out}) g.free(*b);
+    }
+}
+
 }  // namespace
 
 int bench_gpu_main(const std::vector<std::string>& args) {
@@ -254,6 +311,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     line("GB/s: Q1_0 weight bytes (rows·cols/128·18) / best time. ms: submit + wait on the host;\n"
          "card us: median between timestamps around the dispatch (card GB/s from the best); negative: no timestamps.\n");
     for (const std::string& l : shares) line("%s\n", l.c_str());
+    if (!quick) products_in_sequence(g, rng);
     return 0;
 }
 

@@ -683,6 +683,9 @@ void Gpu::wait() {
 }
 
 double Gpu::last_dispatch_us() const { return d_->last_us; }
+void Gpu::set_spin_us(int us) {
+    if (d_->spin_us > 0) d_->spin_us = us;
+}
 
 void Gpu::run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups) {
     submit(p, bufs, push, groups);

@@ -125,8 +125,13 @@ public:
     void run(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
     // Records and submits one dispatch of `groups` workgroups; returns at once.
     void submit(const Pipeline& p, std::span<const Buffer* const> bufs, std::span<const uint32_t> push, uint32_t groups);
-    // Waits for the submission in flight (throws if there is none).
+    // Waits for the submission in flight (throws if there is none): polls the fence for up to the
+    // spin time (200 µs unless set; none on a CPU device, whose threads the polling would take),
+    // then sleeps on it.
     void wait();
+    // The spin time: a caller whose submissions take milliseconds and whose thread has nothing else
+    // to do (the forward pass's token) polls through them, since a sleeping wait wakes late.
+    void set_spin_us(int us);
     // The card's own time for the last waited dispatch (timestamps around it), in microseconds;
     // negative where the queue has no timestamps.
     double last_dispatch_us() const;

@@ -169,22 +169,34 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
 // ---------------------------------------------------------------- rms_norm
 
 // The double sum of value(i)·value(i), i < n, in index order, by a workgroup of NORM_LOCAL
-// (every invocation calls it; value(i) is called once per i, by one invocation).
-F64 sum_of_squares(U32 n, U32 t, const std::function<F32(U32)>& value) {
+// (every invocation calls it). Each invocation's NORM_KN values of a chunk are loaded before any
+// is used, so their latencies overlap instead of adding up: load(i) reads what value i needs (no
+// side effects; unguarded, for every lane, past n at index 0), value(i, loaded) makes the value
+// from it where i < n (guarded, and may store).
+constexpr uint32_t NORM_KN = NORM_CHUNK / NORM_LOCAL;
+using Loads = std::vector<F32>;
+F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value) {
     auto sx = workgroup<K::f32>(NORM_CHUNK);
     ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
     auto sum = var(f64c(0.0));
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
-        for_(t, u32c(NORM_CHUNK), u32c(NORM_LOCAL), [&](U32 i) {
-            U32 at = base + i;
-            if_(at < n, [&] {
-                F32 v = value(at);
-                sx.set(i, v * v);
+        std::vector<Loads> v(NORM_KN);
+        std::vector<Bool> in(NORM_KN);
+        std::vector<U32> at(NORM_KN);
+        for (uint32_t k = 0; k < NORM_KN; ++k) {
+            at[k] = base + t + k * NORM_LOCAL;
+            in[k] = at[k] < n;
+            Unguarded ug;
+            v[k] = load(select(in[k], at[k], u32c(0)));
+        }
+        for (uint32_t k = 0; k < NORM_KN; ++k)
+            if_(in[k], [&] {
+                F32 x = value(at[k], v[k]);
+                sx.set(t + k * NORM_LOCAL, x * x);
             });
-        });
         barrier();
         U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
-        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_CHUNK / NORM_LOCAL, NORM_CAP, cs);
+        sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_KN, NORM_CAP, cs);
     });
     return sum.get();
 }
@@ -197,7 +209,7 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     auto out = buffer<K::u32>(1, false, "sum");
     push_constants(1);
     U32 n = push(0), t = local_id();
-    F64 sum = sum_of_squares(n, t, [&](U32 at) { return x[at]; });
+    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
     if_(t == 0u, [&] {
         UVec2 w = bits(sum);
         out.set(u32c(0), lo(w));
@@ -217,23 +229,40 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
     auto shared_scale = workgroup<K::f32>(1);
-    // The residual add (o + x, as the CPU adds them), stored back; the squares into the chain.
-    F64 sum = sum_of_squares(n, t, [&](U32 at) {
-        auto v = var(x[at]);
-        if_(residual != 0u, [&] {
-            F32 r = add[at] + v.get();
-            x.set(at, r);
-            v = r;
+    // The residual add (add + x, as the CPU adds them), stored back; the squares into the chain.
+    // (residual is the same for the whole dispatch: add is read only where it is 1.)
+    F64 sum = sum_of_squares(
+        n, t, [&](U32 at) { return Loads{x[at], add[at]}; },
+        [&](U32 at, const Loads& l) {
+            auto v = var(guard_load(l[0]));
+            if_(residual != 0u, [&] {
+                F32 r = guard_load(l[1]) + v.get();
+                x.set(at, r);
+                v = r;
+            });
+            return v.get();
         });
-        return v.get();
-    });
     if_(t == 0u, [&] {
         F32 mean = mean_f32(sum, n);
         shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
     });
     barrier();
     F32 scale = shared_scale[u32c(0)];
-    for_(t, n, u32c(NORM_LOCAL), [&](U32 i) { y.set(i, (x[i] * scale) * w[w_off + i]); });
+    // y = (x·scale)·w, a chunk's loads issued together.
+    for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
+        std::vector<F32> xv(NORM_KN), wv(NORM_KN);
+        std::vector<Bool> in(NORM_KN);
+        std::vector<U32> at(NORM_KN);
+        for (uint32_t k = 0; k < NORM_KN; ++k) {
+            at[k] = base + t + k * NORM_LOCAL;
+            in[k] = at[k] < n;
+            U32 i = select(in[k], at[k], u32c(0));
+            Unguarded ug;
+            xv[k] = x[i], wv[k] = w[w_off + i];
+        }
+        for (uint32_t k = 0; k < NORM_KN; ++k)
+            if_(in[k], [&] { y.set(at[k], (guard_load(xv[k]) * scale) * guard_load(wv[k])); });
+    });
     return s.finish();
 }
 
@@ -443,6 +472,8 @@ std::vector<uint32_t> f16_mat_vec(const Build& b) {
 // ---------------------------------------------------------------- head_norm_rope
 
 constexpr uint32_t HEAD_LOCAL = 64, HEAD_MAX = 256;
+// Positions whose values attention loads at once before adding them in order.
+constexpr uint32_t ATT_WALK = 8;
 
 // One head's RMS norm (its D squares summed in double in order), then the NEOX rotation with the
 // position's table: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c). Query heads go to q; key
@@ -637,13 +668,27 @@ std::vector<uint32_t> attention(const Build& b) {
         auto y = var(f32c(0.0f));
         U32 word = head + (d >> 1u);
         Bool low = (d & 1u) == 0u;
-        for_(u32c(0), n_kv, [&](U32 ic) {
-            U32 vw = vc[word + ic * half];
-            F32 v = select(low, unpack_half_lo(vw), unpack_half_hi(vw));
-            // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
-            F32 ms = scratch[ms_at + ic];
-            if_(bits(ms) != 0x3f800000u, [&] { y = att_rescale(y.get(), ms, guarded); });
-            y = att_add(v, scratch[vs_at + ic], y.get(), guarded);
+        // ATT_WALK positions at a time, their loads issued before the walk (a position past n_kv
+        // reads position 0 and is skipped).
+        for_(u32c(0), n_kv, u32c(ATT_WALK), [&](U32 ic0) {
+            std::vector<U32> vw(ATT_WALK);
+            std::vector<F32> ms(ATT_WALK), vs(ATT_WALK);
+            std::vector<Bool> in(ATT_WALK);
+            for (uint32_t k = 0; k < ATT_WALK; ++k) {
+                U32 ic = ic0 + k;
+                in[k] = ic < n_kv;
+                U32 at = select(in[k], ic, u32c(0));
+                Unguarded ug;  // guarded where used, below
+                vw[k] = vc[word + at * half], ms[k] = scratch[ms_at + at], vs[k] = scratch[vs_at + at];
+            }
+            for (uint32_t k = 0; k < ATT_WALK; ++k)
+                if_(in[k], [&] {
+                    F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
+                    F32 m = guard_load(ms[k]);
+                    // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
+                    if_(bits(m) != 0x3f800000u, [&] { y = att_rescale(y.get(), m, guarded); });
+                    y = att_add(v, guard_load(vs[k]), y.get(), guarded);
+                });
         });
         ys.set(d, y.get());
     });

@@ -107,6 +107,10 @@ static Bool nan(F32 x) { return (bits(x) & 0x7fffffffu) > 0x7f800000u; }
 // NaN's sign and payload, so a NaN is left to the exact build, which gives x86's).
 static Bool subnormal(F32 x) { return exp_zero(x) && nonzero(x); }
 static Bool odd_value(F32 x) { return subnormal(x) || nan(x); }
+F32 guard_load(F32 v) {
+    if (guarded()) guard(odd_value(v));
+    return v;
+}
 // FLUSH_F32: a subnormal becomes the zero of its sign, a NaN one canonical NaN (as NVIDIA's cards
 // give them).
 static F32 ftz(F32 x) {

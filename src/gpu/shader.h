@@ -89,6 +89,9 @@ private:
 
 // guard_f32: raise the flag where `c` holds (a no-op in other modes).
 void guard(V<K::b> c);
+// guard_f32: the checks a buffer load makes (a subnormal or a NaN raises the flag), for a value
+// loaded under Unguarded and kept; returns v.
+F32 guard_load(F32 v);
 // While one lives, guard_f32 raises no flag: for values a kernel computes and may discard (both
 // sides of a select); the kernel guards what it keeps.
 struct Unguarded {

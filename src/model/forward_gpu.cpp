@@ -1,6 +1,7 @@
 #include "model/forward_gpu.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -71,6 +72,9 @@ const CardType& card_type(quant::Type t) {
 
 }  // namespace
 
+// How long the host polls for a token before it sleeps on the fence.
+constexpr int TOKEN_SPIN_US = 50000;
+
 struct GpuForward::Impl {
     gpu::Gpu gpu;
     const Hparams& hp;
@@ -102,12 +106,18 @@ struct GpuForward::Impl {
     std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
     CardMatrix out_w;
     // The token: `seq` with the fast build; where that is the guarded one, `exact_seq` with the
-    // exact build runs the token again whenever the guard's flag is up.
-    gpu::Sequence seq, exact_seq;
+    // exact build runs the token again whenever the guard's flag is up, and `att_seq` is the
+    // guarded token with the exact attention (attention_exact: flags came often; see step()).
+    gpu::Sequence seq, exact_seq, att_seq;
+    bool attention_exact = false;
     bool replayable = false;
     size_t tokens = 0, replays = 0;
-    // After a replay the next EXACT_AFTER_FLAG tokens run the exact build directly.
-    static constexpr size_t EXACT_AFTER_FLAG = 64;
+    // A flagged token runs twice. Where flags come often (FLAGS_FOR_EXACT of the last RECENT
+    // guarded tokens) the guarded token takes the exact attention from then on (the kernel whose
+    // guard rises on softmax weights of many sizes and on values past f16's range); where they
+    // still come often, the next EXACT_AFTER_FLAG tokens run the exact build directly.
+    static constexpr size_t RECENT = 16, FLAGS_FOR_EXACT = 4, EXACT_AFTER_FLAG = 64;
+    uint32_t recent_flags = 0;  // bit i: the guarded token i tokens ago raised the flag
     size_t exact_next = 0;
 
     // BANKML_GPU_PROFILE=1: each step's card time, summed by kernel and printed at the end.
@@ -115,6 +125,12 @@ struct GpuForward::Impl {
     std::vector<std::string> step_names;
     std::map<std::string, double> profile_us;
     size_t profiled_tokens = 0;
+    // BANKML_GPU_PROFILE=2: where a token's wall time goes (host before the submit, submit to the
+    // end of the wait, the card's own time, host after), summed over tokens.
+    bool host_profile = false;
+    double host_in_us = 0, waited_us = 0, card_us = 0, host_out_us = 0, between_us = 0;
+    size_t host_tokens = 0;
+    std::chrono::steady_clock::time_point last_return{};
 
     int inject_at = -1;
     std::string inject_what;
@@ -127,20 +143,26 @@ struct GpuForward::Impl {
     go::Build build;  // the one being recorded: fast, or exact
     go::Build fast, exact;
     // A kernel's pipeline, made on first use: the sequences build only the kernels they dispatch.
-    const gpu::Pipeline& pipe(const std::string& n) {
+    const gpu::Pipeline& pipe(const std::string& n) { return pipe(n, build); }
+    const gpu::Pipeline& pipe(const std::string& n, const go::Build& with) {
         // The Q1_0 products (made in the constructor) have one build; the op kernels a guarded one.
-        const std::string key = n + (go::has_guard(build) ? "/guarded" : "");
+        const std::string key = n + (go::has_guard(with) ? "/guarded" : "");
         auto it = pipes.find(key);
         if (it != pipes.end()) return it->second;
         if (it = pipes.find(n); it != pipes.end() && n.rfind("q1_0_", 0) == 0) return it->second;
         const go::OpKernel& k = go::op_kernel(n);
-        return pipes.emplace(key, gpu.pipeline(k.build(build), go::bindings(k, build), k.push_words * 4)).first->second;
+        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4)).first->second;
     }
+    // Kernels the guarded token runs with the exact build all the same: those whose guard rises
+    // often on ordinary data (",attention,"), so that a token seldom needs its exact replay.
+    std::string exact_in_fast;
     // An op kernel's step; a guarded kernel also binds the flag (profiling: a flag of its own, so
     // the profile can say which kernels raised it).
     std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
     std::map<std::string, size_t> flags_by_kernel;
     gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
+        if (go::has_guard(build) && exact_in_fast.find("," + n + ",") != std::string::npos)
+            return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
         if (go::has_guard(build) && profile) {
             step_flags.emplace_back(gpu.readback_buffer(16), n);
             std::memset(step_flags.back().first.mapped, 0, 16);
@@ -232,6 +254,10 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.fast = go::guarded(build);
     if (const char* e = std::getenv("BANKML_GPU_EXACT_F32"); e && std::string(e) == "1") d.fast = build;
     d.replayable = go::has_guard(d.fast);
+    // BANKML_GPU_EXACT_KERNELS=attention,... (measuring): kernels the guarded token runs with the
+    // exact build from the start.
+    const char* ex = std::getenv("BANKML_GPU_EXACT_KERNELS");
+    d.exact_in_fast = "," + std::string(ex ? ex : "") + ",";
     const kn::FmaPath path = q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact;
     for (uint32_t per : kn::MAT_VEC8_PERS)
         d.pipes[kn::kernel_name(true, path, per)] = d.gpu.pipeline(kn::q1_0_mat_vec8(path, per), kn::Q1_0_BINDINGS, kn::Q1_0_PUSH_BYTES);
@@ -287,6 +313,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
 
     const char* prof = std::getenv("BANKML_GPU_PROFILE");
     d.profile = prof && std::string(prof) == "1";
+    d.host_profile = prof && std::string(prof) == "2";
 
     // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
@@ -330,12 +357,50 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         std::fprintf(stderr, "bankml: GPU: BANKML_GPU_PROFILE_SKIP leaves %s out of the token (its logits are wrong)\n", skip);
     }
     for (const gpu::Step& st : s) d.step_names.push_back(d.pipe_name(st.pipeline));
+    // BANKML_GPU_PROFILE=2 (measuring only): each step of the token alone, repeated in a sequence
+    // of its own (each after a barrier), card time per step summed by kernel: what each costs
+    // without the timestamps between steps that =1 adds. The repeated steps' results are wrong.
+    const bool steps_alone = prof && std::string(prof) == "2";
+    if (steps_alone) {
+        constexpr size_t REPEAT = 32;
+        std::map<std::string, std::pair<double, size_t>> by_kernel;
+        double total = 0;
+        for (size_t i = 0; i < s.size(); ++i) {
+            gpu::Sequence rep = d.gpu.record(std::vector<gpu::Step>(REPEAT, s[i]));
+            std::vector<double> t;
+            for (int k = 0; k < 3; ++k) d.gpu.submit(rep), d.gpu.wait(), t.push_back(d.gpu.last_dispatch_us());
+            d.gpu.free(rep);
+            std::sort(t.begin(), t.end());
+            const double each = t[1] / double(REPEAT);
+            by_kernel[d.step_names[i]].first += each, ++by_kernel[d.step_names[i]].second;
+            total += each;
+        }
+        std::fprintf(stderr, "bankml: GPU steps alone (each repeated %zu times in a sequence, card time per token):\n", REPEAT);
+        for (const auto& [n, v] : by_kernel)
+            std::fprintf(stderr, "  %-24s %9.1f us  %4zu steps, %7.2f us each\n", n.c_str(), v.first, v.second, v.first / double(v.second));
+        std::fprintf(stderr, "  %-24s %9.1f us\n", "total", total);
+    }
     d.seq = d.gpu.record(s, d.profile);
+    if (steps_alone) {
+        std::vector<double> t;
+        for (int k = 0; k < 5; ++k) d.gpu.submit(d.seq), d.gpu.wait(), t.push_back(d.gpu.last_dispatch_us());
+        std::sort(t.begin(), t.end());
+        std::fprintf(stderr, "  %-24s %9.1f us (the recorded token, %zu steps)\n", "whole token", t[2], s.size());
+    }
+    if (d.replayable && d.exact_in_fast.find(",attention,") == std::string::npos) {
+        const std::string kept = d.exact_in_fast;
+        d.exact_in_fast += "attention,";
+        d.att_seq = d.gpu.record(token(), d.profile);
+        d.exact_in_fast = kept;
+    }
     if (d.replayable) {
         d.build = d.exact;
         d.exact_seq = d.gpu.record(token(), false);
     }
     if (d.use->held_bytes() > d.use->budget_bytes()) throw too_big(d.gpu.allocated());
+    // The host waits for each token by polling the fence: a sleeping wait woke milliseconds late on
+    // the H200 (docs/modules/forward_gpu.md).
+    d.gpu.set_spin_us(TOKEN_SPIN_US);
 }
 
 uint64_t GpuForward::bytes_for(const GpuModel& m) {
@@ -382,6 +447,11 @@ bool GpuForward::copy_cache(bool to_card, int p0, int p1, uint16_t* k, uint16_t*
 
 GpuForward::~GpuForward() {
     Impl& d = *d_;
+    if (d.host_profile && d.host_tokens) {
+        const double n = double(d.host_tokens);
+        std::fprintf(stderr, "bankml: GPU token wall time over %zu tokens: %.1f us in step() before the submit, %.1f us from the submit to the wait's end (card %.1f us), %.1f us after; %.1f us outside step() between tokens; %zu tokens ran the exact build directly, %zu again after a flag\n",
+                     d.host_tokens, d.host_in_us / n, d.waited_us / n, d.card_us / n, d.host_out_us / n, d.between_us / std::max(1.0, n - 1), d.tokens - d.host_tokens, d.replays);
+    }
     if (!d.profile || !d.profiled_tokens) return;
     double total = 0;
     for (const auto& [n, us] : d.profile_us) total += us;
@@ -396,7 +466,25 @@ GpuForward::~GpuForward() {
 
 void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     Impl& d = *d_;
-    if (d.inject_at >= 0 && d.inject_what != "subnormal" && d.inject_at-- == 0) {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t_in = Clock::now();
+    Clock::time_point t_sub{}, t_waited{};
+    struct HostProfile {  // BANKML_GPU_PROFILE=2's sums, taken however step() returns
+        Impl& d;
+        Clock::time_point in, &sub, &waited;
+        ~HostProfile() {
+            if (!d.host_profile || sub == Clock::time_point{}) return;
+            const Clock::time_point out = Clock::now();
+            auto us = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+            if (d.last_return != Clock::time_point{}) d.between_us += us(d.last_return, in);
+            d.host_in_us += us(in, sub), d.waited_us += us(sub, waited), d.host_out_us += us(waited, out);
+            d.card_us += std::max(0.0, d.gpu.last_dispatch_us());
+            ++d.host_tokens;
+            d.last_return = out;
+        }
+    } host_profile{d, t_in, t_sub, t_waited};
+    const bool inject_flag = d.inject_what == "subnormal" || d.inject_what == "subnormals";
+    if (d.inject_at >= 0 && !inject_flag && d.inject_at-- == 0) {
         const std::string w = d.inject_what;
         if (w == "device lost") throw Error("vkQueueSubmit failed: VK_ERROR_DEVICE_LOST (injected)");
         if (w == "out of memory") throw Error("vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY (injected)");
@@ -411,16 +499,18 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     std::memcpy(st + go::STATE_ROPE, cs, D * 4);
     ++d.tokens;
     if (d.replayable && d.exact_next > 0) {
-        // A recent token met a subnormal: its neighbours likely do too, so the exact build runs
-        // them directly for a while rather than twice.
+        // Recent tokens met subnormals often: the exact build runs the next ones directly rather
+        // than twice.
         --d.exact_next;
         d.gpu.submit(d.exact_seq);
         d.gpu.wait();
         if (logits) std::memcpy(logits, d.logits.mapped, (size_t)d.hp.n_vocab * 4);
         return;
     }
-    d.gpu.submit(d.seq);
+    t_sub = Clock::now();
+    d.gpu.submit(d.attention_exact ? d.att_seq : d.seq);
     d.gpu.wait();
+    t_waited = Clock::now();
     if (d.profile) {
         const std::vector<double> us = d.gpu.step_us();
         for (size_t i = 0; i < us.size() && i < d.step_names.size(); ++i) d.profile_us[d.step_names[i]] += us[i];
@@ -428,6 +518,10 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     }
     uint32_t* flag = static_cast<uint32_t*>(d.flag.mapped);
     if (d.inject_at >= 0 && d.inject_what == "subnormal" && d.inject_at-- == 0) *flag = 1;
+    if (d.inject_at >= 0 && d.inject_what == "subnormals") {  // every guarded token from then on
+        if (d.inject_at == 0) *flag = 1;
+        else --d.inject_at;
+    }
     std::map<std::string, bool> raised;
     for (auto& [b, n] : d.step_flags) {
         uint32_t* f = static_cast<uint32_t*>(b.mapped);
@@ -435,13 +529,18 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
         *f = 0;
     }
     for (const auto& [n, r] : raised) d.flags_by_kernel[n] += r;
+    d.recent_flags = ((d.recent_flags << 1) | (*flag ? 1u : 0u)) & ((1u << Impl::RECENT) - 1);
     if (d.replayable && *flag) {
         // The guarded kernels met a subnormal: the token again, exactly. The norms added into x
         // in place; everything else the token writes (this position's cache rows included) is
         // written again.
         *flag = 0;
         ++d.replays;
-        d.exact_next = Impl::EXACT_AFTER_FLAG;
+        if (size_t(__builtin_popcount(d.recent_flags)) >= Impl::FLAGS_FOR_EXACT) {
+            if (!d.attention_exact && d.att_seq.steps) d.attention_exact = true;
+            else d.exact_next = Impl::EXACT_AFTER_FLAG;
+            d.recent_flags = 0;
+        }
         std::memcpy(d.x.mapped, x, E * 4);
         d.gpu.submit(d.exact_seq);
         d.gpu.wait();
@@ -455,6 +554,7 @@ uint64_t GpuForward::cache_bytes() const { return d_->cache; }
 size_t GpuForward::dispatches() const { return d_->seq.steps; }
 size_t GpuForward::tokens() const { return d_->tokens; }
 size_t GpuForward::replays() const { return d_->replays; }
+bool GpuForward::attention_exact() const { return d_->attention_exact; }
 bool GpuForward::guarded() const { return d_->replayable; }
 void GpuForward::inject_failure(int at, const std::string& what) {
     d_->inject_at = at;

@@ -53,6 +53,8 @@ public:
     bool guarded() const;
     size_t tokens() const;
     size_t replays() const;
+    // Whether flags came often enough that the guarded token now runs the exact attention.
+    bool attention_exact() const;
     // What the model takes on a card (weights as packed, cache, activations, logits), estimated
     // from its shapes without a card: the upload's own total is within a few percent of it.
     static uint64_t bytes_for(const GpuModel& m);
@@ -68,7 +70,8 @@ public:
     bool copy_cache(bool to_card, int p0, int p1, uint16_t* k, uint16_t* v);
     // Tests: the step numbered `at` (0: the next) fails as `what` says ("device lost", "out of
     // memory", "submit") before it reaches the card, or ("subnormal") raises the guard's flag
-    // after its guarded run, so that the exact build runs it again.
+    // after its guarded run, so that the exact build runs it again ("subnormals": at that step
+    // and every guarded step after it).
     void inject_failure(int at, const std::string& what);
 
     struct Impl;

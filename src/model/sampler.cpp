@@ -107,6 +107,13 @@ void Sampler::min_p(std::vector<Candidate>& cand, float p) {
 
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) throw Error("sampler: no logits");
+    if (p_.temp <= 0.0f && (p_.repeat_last_n <= 0 || p_.repeat_penalty == 1.0f)) {
+        // Greedy without a penalty: the first largest logit, with no candidate list to build.
+        size_t best = 0;
+        for (size_t i = 1; i < logits.size(); ++i)
+            if (logits[i] > logits[best]) best = i;
+        return int32_t(best);
+    }
     // One buffer reused from token to token: a fresh 1.8 MB vector per token costs page faults.
     std::vector<Candidate>& cand = cand_;
     cand.resize(logits.size());
