@@ -80,10 +80,14 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
     std::vector<V> vs;
     const kernels::FmaPath path = kernels::probe_native_fma(g).native ? kernels::FmaPath::native : kernels::FmaPath::exact;
     for (uint32_t per : kernels::MAT_VEC8_PERS)
-        vs.push_back({kernels::kernel_name(true, path, per), g.pipeline(kernels::q1_0_mat_vec8(path, per), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
+        for (uint32_t ahead : {kernels::mat_vec8_ahead(per), 1u}) {
+            if (ahead == 1 && kernels::mat_vec8_ahead(per) == 1 && !vs.empty() && vs.back().per == per) continue;
+            vs.push_back({kernels::kernel_name(true, path, per) + (ahead != kernels::mat_vec8_ahead(per) ? " (one chunk at a time)" : ""),
+                          g.pipeline(kernels::q1_0_mat_vec8(path, per, ahead), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
+        }
     line("products in a sequence (each after a barrier, weights from memory: %llu MiB a sequence), card time:\n",
          (unsigned long long)(TOTAL >> 20));
-    line("%-8s %-12s %-24s %10s %10s\n", "matrix", "shape", "kernel", "us each", "GB/s");
+    line("%-8s %-12s %-32s %10s %10s\n", "matrix", "shape", "kernel", "us each", "GB/s");
     for (const Shape& sh : shapes) {
         const size_t wbytes = sh.rows * sh.cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
         std::vector<uint8_t> w(wbytes), x(sh.cols / quant::QK8_0 * sizeof(quant::BlockQ8_0));
@@ -113,7 +117,7 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
             }
             g.free(seq);
             const double each = median(t) / double(copies);
-            line("%-8s %-12s %-24s %10.2f %10.1f%s\n", sh.what, shape, v.name.c_str(), each, double(wbytes) / each / 1e3,
+            line("%-8s %-12s %-32s %10.2f %10.1f%s\n", sh.what, shape, v.name.c_str(), each, double(wbytes) / each / 1e3,
                  v.per == kernels::mat_vec8_per(sh.rows) ? "" : "  (not the forward pass's rows per invocation)");
         }
         for (Buffer& b : ws) g.free(b);

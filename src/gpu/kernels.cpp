@@ -122,7 +122,7 @@ struct Kernel {
 // the CPU's order.
 // Every nibble sits at a constant place in its word (bit 16·(j%2) + 4s for block j of the chunk
 // and sub-block s), so a lookup is a shift, an AND-OR, a workgroup-memory load and the FAdd.
-static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per) {
+static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per, uint32_t ahead = 1) {
     constexpr uint32_t INV = KERNEL_INVOCATIONS;  // invocations per workgroup, both kernels
     constexpr uint32_t CHUNK = MAT_VEC_CHUNK, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
     constexpr uint32_t TABLE = CHUNK * FLOATS;               // one chunk of the table
@@ -130,6 +130,7 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     static_assert(PACK_ROWS % MAT_VEC_ROWS == 0 && PACK_ROWS % (MAT_VEC8_ROWS * 4) == 0, "workgroups read whole padded rows");
     static_assert(TABLE * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
     static_assert(TABLE % (4 * INV) == 0 && CHUNK == 4, "a chunk's copy is whole vec4s for every invocation");
+    if (ahead < 1 || ahead > 16) throw Error("q1_0_mat_vec8: " + std::to_string(ahead) + " chunks loaded ahead is not within 1..16");
     if (eight ? (per != 1 && per != 2 && per != 4) : per != 1)
         throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4");
     static_assert(4 * INV <= TABLE, "the lane sums of four rows fit in the table's memory");
@@ -160,62 +161,93 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
     uint32_t c60 = m.c_u32(0x3C), f2 = m.t_vec(k.f, 2);
 
+    for (uint32_t a : acc) m.store(a, k.cf0);
+    // One chunk's weights: per row, its four scales, then its bits (the lane's uvec2, or all eight).
+    struct Weights { std::vector<uint32_t> scale, bits; };
+    auto load_weights = [&](uint32_t c) {
+        uint32_t crows = k.mul_u(c, stride), lanes_at = k.shl_u(crows, m.c_u32(3));  // (c·8)·rows
+        Weights w;
+        for (uint32_t i = 0; i < nrow; ++i) {
+            w.scale.push_back(m.load_elem(k.u2, k.ws, k.add_u(crows, row[i])));
+            if (eight) {
+                w.bits.push_back(m.load_elem(k.u2, k.wb, k.add_u(k.add_u(lanes_at, lane_rows), row[i])));
+                continue;
+            }
+            uint32_t at = k.add_u(lanes_at, row[i]);
+            for (uint32_t l = 0; l < 8; ++l) w.bits.push_back(m.load_elem(k.u2, k.wb, l ? k.add_u(at, k.mul_u(stride, m.c_u32(l))) : at));
+        }
+        return w;
+    };
+    // The chunk's table: 512 vec4, two per invocation.
+    uint32_t idx[2] = {lid, k.add_u(lid, m.c_u32(INV))};
+    auto load_table = [&](uint32_t c) {
+        uint32_t first = k.shl_u(c, m.c_u32(9));
+        std::vector<uint32_t> t(2);
+        for (int x = 0; x < 2; ++x) t[x] = m.load_elem(k.f4, k.aq, k.add_u(first, idx[x]));
+        return t;
+    };
+    // One chunk with its weights (and its table, if loaded ahead): the table into workgroup
+    // memory, then every row's lookups.
+    auto process = [&](uint32_t c, const Weights& w, std::vector<uint32_t> t) {
+        const std::vector<uint32_t>& scale = w.scale;
+        const std::vector<uint32_t>& bits = w.bits;
+        if (t.empty()) t = load_table(c);
+        m.barrier();  // every row has read the previous chunk
+        for (int x = 0; x < 2; ++x) {
+            uint32_t at = k.shl_u(idx[x], m.c_u32(2));
+            for (uint32_t e = 0; e < 4; ++e)
+                m.store(m.op(OpAccessChain, wptr, {k.shared, e ? k.add_u(at, m.c_u32(e)) : at}), m.op(OpCompositeExtract, k.f, {t[x], e}));
+        }
+        m.barrier();  // the chunk is in workgroup memory
+        for (uint32_t j = 0; j < CHUNK; ++j) {
+            for (uint32_t i = 0; i < nrow; ++i) {
+                // d0: the block's f16 scale, widened exactly (every f16, subnormals
+                // too, is an f32; verify_q1_0's data has subnormal scales to prove it).
+                uint32_t pair = m.ext(f2, GlslUnpackHalf2x16, {m.op(OpCompositeExtract, k.u, {scale[i], j / 2})});
+                uint32_t d0 = m.op(OpCompositeExtract, k.f, {pair, j % 2});
+                for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
+                    uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
+                    for (uint32_t s = 0; s < 4; ++s) {
+                        // The nibble at bit sh, as a byte offset (nibble·4: shifted to bit 2
+                        // and masked), the lane's run OR'd in (q1_0_mat_vec8: its bits and
+                        // the nibble's are disjoint) or added as a constant (q1_0_mat_vec),
+                        // then back to an index: the card's compiler sees that index·4 is
+                        // the offset itself, so a lookup is a shift, an AND-OR and the load
+                        // (on the H200: q1_0_mat_vec8x4's code 9 % shorter than with the
+                        // nibble shifted to bit 0, 2.5 % faster; 6 % with the padded rows).
+                        uint32_t sh = 16 * (j % 2) + 4 * s;
+                        uint32_t x = sh ? k.shr_u(word, m.c_u32(sh - 2)) : k.shl_u(word, m.c_u32(2));
+                        uint32_t b4 = k.and_u(x, c60);
+                        if (eight) b4 = m.op(OpBitwiseOr, k.u, {b4, lane_off});
+                        uint32_t at = k.shr_u(b4, m.c_u32(2));
+                        p[s] = k.product(eight ? at : k.add_u(at, m.c_u32(16 * l)), j, s);
+                    }
+                    k.accumulate(d0, p, acc[eight ? i : l]);
+                }
+            }
+        }
+    };
+    // The chunks in batches of `ahead`, each batch's weights and tables loaded before its first
+    // chunk runs (their latencies overlap where a matrix has too few workgroups to hide them), then
+    // the rest one at a time.
     uint32_t cvar = m.local_var(k.u);
     m.store(cvar, k.c0);
-    for (uint32_t a : acc) m.store(a, k.cf0);
+    uint32_t whole = k.mul_u(m.op(OpUDiv, k.u, {chunks, m.c_u32(ahead)}), m.c_u32(ahead));
+    if (ahead > 1)
+        m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, cvar), whole}); },
+               [&] {
+                   uint32_t c0 = m.load(k.u, cvar);
+                   std::vector<Weights> w;
+                   std::vector<std::vector<uint32_t>> t(ahead);
+                   for (uint32_t a = 0; a < ahead; ++a) w.push_back(load_weights(a ? k.add_u(c0, m.c_u32(a)) : c0));
+                   for (uint32_t a = 0; a < ahead; ++a) t[a] = load_table(a ? k.add_u(c0, m.c_u32(a)) : c0);
+                   for (uint32_t a = 0; a < ahead; ++a) process(a ? k.add_u(c0, m.c_u32(a)) : c0, w[a], t[a]);
+               },
+               [&] { m.store(cvar, k.add_u(m.load(k.u, cvar), m.c_u32(ahead))); });
     m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, cvar), chunks}); },
            [&] {
                uint32_t c = m.load(k.u, cvar);
-               // The chunk's weights: per row, its four scales, then its bits (the lane's uvec2, or all eight).
-               uint32_t crows = k.mul_u(c, stride), lanes_at = k.shl_u(crows, m.c_u32(3));  // (c·8)·rows
-               std::vector<uint32_t> scale(nrow), bits;
-               for (uint32_t i = 0; i < nrow; ++i) {
-                   scale[i] = m.load_elem(k.u2, k.ws, k.add_u(crows, row[i]));
-                   if (eight) {
-                       bits.push_back(m.load_elem(k.u2, k.wb, k.add_u(k.add_u(lanes_at, lane_rows), row[i])));
-                       continue;
-                   }
-                   uint32_t at = k.add_u(lanes_at, row[i]);
-                   for (uint32_t l = 0; l < 8; ++l) bits.push_back(m.load_elem(k.u2, k.wb, l ? k.add_u(at, k.mul_u(stride, m.c_u32(l))) : at));
-               }
-               // The chunk's table: 512 vec4, two per invocation.
-               uint32_t first = k.shl_u(c, m.c_u32(9));
-               uint32_t idx[2] = {lid, k.add_u(lid, m.c_u32(INV))}, t[2];
-               for (int x = 0; x < 2; ++x) t[x] = m.load_elem(k.f4, k.aq, k.add_u(first, idx[x]));
-               m.barrier();  // every row has read the previous chunk
-               for (int x = 0; x < 2; ++x) {
-                   uint32_t at = k.shl_u(idx[x], m.c_u32(2));
-                   for (uint32_t e = 0; e < 4; ++e)
-                       m.store(m.op(OpAccessChain, wptr, {k.shared, e ? k.add_u(at, m.c_u32(e)) : at}), m.op(OpCompositeExtract, k.f, {t[x], e}));
-               }
-               m.barrier();  // the chunk is in workgroup memory
-               for (uint32_t j = 0; j < CHUNK; ++j) {
-                   for (uint32_t i = 0; i < nrow; ++i) {
-                       // d0: the block's f16 scale, widened exactly (every f16, subnormals
-                       // too, is an f32; verify_q1_0's data has subnormal scales to prove it).
-                       uint32_t pair = m.ext(f2, GlslUnpackHalf2x16, {m.op(OpCompositeExtract, k.u, {scale[i], j / 2})});
-                       uint32_t d0 = m.op(OpCompositeExtract, k.f, {pair, j % 2});
-                       for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
-                           uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
-                           for (uint32_t s = 0; s < 4; ++s) {
-                               // The nibble at bit sh, as a byte offset (nibble·4: shifted to bit 2
-                               // and masked), the lane's run OR'd in (q1_0_mat_vec8: its bits and
-                               // the nibble's are disjoint) or added as a constant (q1_0_mat_vec),
-                               // then back to an index: the card's compiler sees that index·4 is
-                               // the offset itself, so a lookup is a shift, an AND-OR and the load
-                               // (on the H200: q1_0_mat_vec8x4's code 9 % shorter than with the
-                               // nibble shifted to bit 0, 2.5 % faster; 6 % with the padded rows).
-                               uint32_t sh = 16 * (j % 2) + 4 * s;
-                               uint32_t x = sh ? k.shr_u(word, m.c_u32(sh - 2)) : k.shl_u(word, m.c_u32(2));
-                               uint32_t b4 = k.and_u(x, c60);
-                               if (eight) b4 = m.op(OpBitwiseOr, k.u, {b4, lane_off});
-                               uint32_t at = k.shr_u(b4, m.c_u32(2));
-                               p[s] = k.product(eight ? at : k.add_u(at, m.c_u32(16 * l)), j, s);
-                           }
-                           k.accumulate(d0, p, acc[eight ? i : l]);
-                       }
-                   }
-               }
+               process(c, load_weights(c), {});
            },
            [&] { m.store(cvar, k.add_u(m.load(k.u, cvar), k.c1)); });
     if (!eight) {
@@ -243,7 +275,7 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
 }
 
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path) { return table_kernel(path, false, 1); }
-std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per) { return table_kernel(path, true, per); }
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per, uint32_t ahead) { return table_kernel(path, true, per, ahead); }
 
 std::string kernel_name(bool eight, FmaPath path, uint32_t per) {
     return std::string(eight ? "q1_0_mat_vec8" : "q1_0_mat_vec") + (per > 1 ? "x" + std::to_string(per) : "") +

@@ -75,7 +75,16 @@ enum class FmaPath { exact, native };
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);
 // per: rows per invocation (1, 2 or 4), each with the same eight lanes: more rows per workgroup
 // share one copy of the table (the large matrices), fewer give more workgroups (the small ones).
-std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1);
+// ahead: chunks whose weights and tables an invocation loads before the first of them runs (1:
+// each chunk's just before it). A matrix with few rows has about one workgroup per core, too few to
+// hide one chunk's load behind another workgroup's work, so q1_0_mat_vec8 (one row per
+// invocation) loads eight chunks at a time; with 2 or 4 rows per invocation (the large matrices,
+// many workgroups) one chunk at a time was faster (H200: docs/PERFORMANCE.md).
+inline uint32_t mat_vec8_ahead(uint32_t per) { return per == 1 ? 8 : 1; }
+std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per, uint32_t ahead);
+inline std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1) {
+    return q1_0_mat_vec8(path, per, mat_vec8_ahead(per));
+}
 // (8 was measured slower on the H200: 80-95 registers; docs/PERFORMANCE.md.)
 inline constexpr uint32_t MAT_VEC8_PERS[] = {1, 2, 4};
 // The kernels' names as verify and the bench print them ("q1_0_mat_vec8x4_fma": native, 4 rows
