@@ -526,7 +526,8 @@ std::vector<std::string> verify_q1_0(Gpu& gpu, const VerifyOptions& opt) {
         cases = {{"random", 64, 128}, {"random", 256, 1024}, {"random", 200, 1152}, {"random", 1024, 4096}, {"random", 4096, 4096},
                  {"random", 12288, 4096}, {"random", 4096, 12288}, {"layer", 4096, 4096}, {"layer", 2048, 12288}};
     else
-        cases = {{"random", 64, 128}, {"random", 267, 512}, {"random", 40, 1152}, {"layer", 136, 1024}};
+        cases = {{"random", 64, 128}, {"random", 267, 512}, {"random", 40, 1152}, {"layer", 136, 1024},
+                 {"layer", 72, 4608}};  // nine chunks: a batch loaded ahead and one after it
     std::vector<std::string> lines;
     // The native kernels run only on a card whose Fma passed the probe, and stay in use only if
     // every row of theirs is bit-exact too; the fma_exact kernels decide whether the card is used.
