@@ -66,6 +66,8 @@ if has profile; then
   m=$(model 8b q1_0)
   log "profile 8b q1_0"
   BANKML_GPU_PROFILE=1 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 | grep -v '^[0-9]' | tee -a "$out/summary.txt"
+  log "each step alone in a sequence, and where a token's wall time goes (BANKML_GPU_PROFILE=2)"
+  BANKML_GPU_PROFILE=2 "$bin" run -m "$m" --tokens 1,2,3,4 -n 128 2>&1 | grep -v '^[0-9]' | tee -a "$out/summary.txt"
 fi
 
 if has share; then
