@@ -1,7 +1,9 @@
 // The sampler on constructed logits: each step's meaning, the chain's order, greedy ties, the
 // repetition window, the generator, and that a seed fixes the tokens.
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <random>
 
 #include "model/sampler.h"
 #include "test.h"
@@ -253,4 +255,65 @@ TEST(sampler_rejects_bad_parameters) {
     CHECK_THROWS(Sampler{p}, "repeat penalty");
     Sampler s{SamplerParams{}};
     CHECK_THROWS(s.sample(std::span<const float>{}), "no logits");
+}
+
+// The one-pass top-k (no candidate for every token) keeps the same candidates in the same order as
+// the penalty then the full top-k, on logits with many ties, signed zeros, infinities and
+// penalized tokens; with a NaN it declines and the full path runs; and a seeded chain draws the
+// same tokens either way.
+TEST(sampler_one_pass_top_k_equals_the_full_sort) {
+    std::mt19937_64 rng(7);
+    for (int round = 0; round < 200; ++round) {
+        const size_t n = 1 + rng() % 3000;
+        std::vector<float> l(n);
+        for (float& x : l) {
+            switch (rng() % 6) {
+                case 0: x = float(int(rng() % 5)) - 2.0f; break;  // few values: many ties
+                case 1: x = rng() % 2 ? 0.0f : -0.0f; break;
+                case 2: x = rng() % 8 ? float(rng() % 1000) / 7.0f : (rng() % 2 ? INFINITY : -INFINITY); break;
+                default: x = float(int64_t(rng() % 2000000) - 1000000) / 1000.0f; break;
+            }
+        }
+        SamplerParams p = plain(0.7f);
+        p.top_k = int32_t(1 + rng() % 60);
+        p.repeat_penalty = rng() % 2 ? 1.0f : (rng() % 2 ? 1.3f : 0.8f);
+        p.repeat_last_n = 16;
+        Sampler s(p);
+        for (int i = 0; i < 20; ++i) s.accept(int32_t(rng() % n));
+        std::vector<Candidate> fast, full = cands(l);
+        const bool took = s.top_k_fast(l, fast);
+        CHECK_EQ(took, size_t(p.top_k) < n);
+        if (!took) continue;
+        s.apply_penalty(full);
+        bool sorted = false;
+        Sampler::top_k(full, p.top_k, sorted);
+        REQUIRE_EQ(fast.size(), full.size());
+        for (size_t i = 0; i < fast.size(); ++i) {
+            CHECK_EQ(fast[i].id, full[i].id);
+            CHECK_EQ(std::memcmp(&fast[i].logit, &full[i].logit, 4), 0);
+        }
+    }
+    std::vector<float> l(100, 1.0f);
+    l[50] = NAN;
+    SamplerParams p = plain(0.7f);
+    p.top_k = 5;
+    Sampler s(p);
+    std::vector<Candidate> c;
+    CHECK(!s.top_k_fast(l, c));
+    // Whole chains (penalty, top-k, top-p, min-p, temperature, draw): the same tokens with the
+    // one-pass top-k as with the full sort, on logits with ties.
+    for (float penalty : {1.0f, 1.1f, 0.9f}) {
+        SamplerParams d;
+        d.seed = 11;
+        d.repeat_penalty = penalty;
+        Sampler fast(d), full(d);
+        full.one_pass_top_k = false;
+        for (int i = 0; i < 200; ++i) {
+            std::vector<float> big(4000);
+            for (float& x : big) x = float(int(rng() % 613)) / 50.0f;
+            const int32_t t1 = fast.sample(big), t2 = full.sample(big);
+            REQUIRE_EQ(t1, t2);
+            fast.accept(t1), full.accept(t2);
+        }
+    }
 }

@@ -69,6 +69,63 @@ void Sampler::top_k(std::vector<Candidate>& cand, int32_t k, bool& sorted) {
     sorted = true;
 }
 
+bool Sampler::top_k_fast(std::span<const float> logits, std::vector<Candidate>& cand) {
+    const size_t n = logits.size();
+    if (p_.top_k <= 0 || size_t(p_.top_k) >= n) return false;
+    std::span<const float> v = logits;
+    if (p_.repeat_last_n > 0 && p_.repeat_penalty != 1.0f && !counts_.empty()) {
+        // The penalized logits in a copy (the window's tokens only).
+        penalized_.assign(logits.begin(), logits.end());
+        for (const auto& [id, count] : counts_)
+            if (id >= 0 && size_t(id) < n) {
+                float& l = penalized_[size_t(id)];
+                if (l <= 0) l *= p_.repeat_penalty;
+                else l /= p_.repeat_penalty;
+            }
+        v = penalized_;
+    }
+    // The k best by (logit, then id) in one pass: a heap whose top is the worst kept. Candidates
+    // come in id order, so one that only ties the worst kept never displaces it.
+    const size_t k = size_t(p_.top_k);
+    cand.clear();
+    for (size_t i = 0; i < k; ++i) {
+        if (std::isnan(v[i])) return false;  // NaN has no order: the full sort's path decides
+        cand.push_back({int32_t(i), v[i], 0.0f});
+    }
+    std::make_heap(cand.begin(), cand.end(), before);
+    float worst = cand.front().logit;
+    auto consider = [&](size_t i) {
+        const float l = v[i];
+        if (!(l > worst)) return;
+        std::pop_heap(cand.begin(), cand.end(), before);
+        cand.back() = {int32_t(i), l, 0.0f};
+        std::push_heap(cand.begin(), cand.end(), before);
+        worst = cand.front().logit;
+    };
+    // Blocks of 16 whose largest logit cannot enter are skipped whole (a loop the compiler
+    // vectorizes); the few others are looked at one by one.
+    constexpr size_t B = 16;
+    size_t i = k;
+    for (; i + B <= n; i += B) {
+        float m = v[i];
+        bool nan = false;
+        for (size_t j = 0; j < B; ++j) {
+            const float x = v[i + j];
+            m = x > m ? x : m;
+            nan |= x != x;
+        }
+        if (nan) return false;
+        if (m > worst)
+            for (size_t j = 0; j < B; ++j) consider(i + j);
+    }
+    for (; i < n; ++i) {
+        if (std::isnan(v[i])) return false;
+        consider(i);
+    }
+    std::sort(cand.begin(), cand.end(), before);
+    return true;
+}
+
 void Sampler::softmax(std::vector<Candidate>& cand) {
     float max_l = -INFINITY;
     for (const Candidate& c : cand) max_l = std::max(max_l, c.logit);
@@ -116,9 +173,15 @@ int32_t Sampler::sample(std::span<const float> logits) {
     }
     // One buffer reused from token to token: a fresh 1.8 MB vector per token costs page faults.
     std::vector<Candidate>& cand = cand_;
-    cand.resize(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i) cand[i] = {int32_t(i), logits[i], 0.0f};
-    apply_penalty(cand);
+    bool sorted = false;
+    if (p_.temp > 0.0f && one_pass_top_k && top_k_fast(logits, cand)) {
+        sorted = true;
+    } else {
+        cand.resize(logits.size());
+        for (size_t i = 0; i < logits.size(); ++i) cand[i] = {int32_t(i), logits[i], 0.0f};
+        apply_penalty(cand);
+        if (p_.temp > 0.0f) top_k(cand, p_.top_k, sorted);
+    }
     if (p_.temp <= 0.0f) {
         // Greedy: the best candidate (the lowest id among equal logits: candidates are in id
         // order here). top-k, top-p and min-p always keep it, so they need not run.
@@ -127,8 +190,6 @@ int32_t Sampler::sample(std::span<const float> logits) {
             if (cand[i].logit > cand[best].logit) best = i;
         return cand[best].id;
     }
-    bool sorted = false;
-    top_k(cand, p_.top_k, sorted);
     top_p(cand, p_.top_p, sorted);
     min_p(cand, p_.min_p);
     for (Candidate& c : cand) c.logit /= p_.temp;

@@ -52,10 +52,16 @@ public:
     int32_t sample(std::span<const float> logits);
     void reset();
     const SamplerParams& params() const { return p_; }
+    // Tests: false runs top-k as a full sort of every token (the same result as top_k_fast's).
+    bool one_pass_top_k = true;
 
     // The chain's steps, exposed for tests; each works on `cand` in place.
     void apply_penalty(std::vector<Candidate>& cand) const;
     static void top_k(std::vector<Candidate>& cand, int32_t k, bool& sorted);
+    // The penalty and top-k in one pass over the logits, without a candidate for every token: the
+    // same k candidates in the same order as apply_penalty then top_k. False (cand unspecified)
+    // where top-k is off or keeps every token, or a logit is NaN: the full path runs instead.
+    bool top_k_fast(std::span<const float> logits, std::vector<Candidate>& cand);
     static void top_p(std::vector<Candidate>& cand, float p, bool& sorted);
     static void min_p(std::vector<Candidate>& cand, float p);
     static void softmax(std::vector<Candidate>& cand);
@@ -66,6 +72,7 @@ private:
     std::deque<int32_t> window_;
     std::unordered_map<int32_t, int> counts_;
     std::vector<Candidate> cand_;
+    std::vector<float> penalized_;  // top_k_fast's logits where the penalty applies
 };
 
 }  // namespace bankml::model
