@@ -358,9 +358,10 @@ struct Q1Case {
     std::vector<uint8_t> w, x;
     std::vector<float> ref;
 };
-Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128) {
+Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128, size_t ncols = 6) {
     std::mt19937 g(seed);
     Q1Case c;
+    c.ncols = ncols;
     c.w = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Random);
     auto extreme = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Extremes);
     const size_t nb = c.cols / QK1_0;
@@ -534,6 +535,34 @@ TEST(quant_q1_0_avx512_loops_equal_reference) {
     check_q1_0_loops(Isa::Avx512);
     if (!isa_supported(Isa::Avx512Vnni)) SKIP("avx512vnni", "no AVX-512 VNNI on this CPU: only the avx512 loops ran");
     check_q1_0_loops(Isa::Avx512Vnni);
+}
+
+// The several-column loops at every level with each column count from 2 to 9 (the AVX-512 VNNI
+// loop's tiles of four columns and their tails of one to three), the -128 columns (which leave the
+// tiles for the non-VNNI loop) first, inside and last among them, on all rows and on a range that
+// starts and ends inside a group of rows: every output equals the reference, so no column's bits
+// depend on which columns share its tile.
+TEST(quant_q1_0_batch_tiles_every_column_count) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
+    for (Path level : fast_levels())
+        for (size_t ncols = 2; ncols <= 9; ++ncols) {
+            std::vector<size_t> wrapped = {ncols - 1};
+            if (ncols % 3 == 0) wrapped = {0, ncols / 2};
+            if (ncols % 4 == 0) wrapped = {};
+            Q1Case c = q1_case(uint32_t(50 + ncols), wrapped, ncols);
+            detail::Prepared p;
+            detail::q1_0_prepare(reinterpret_cast<const BlockQ8_0*>(c.x.data()), c.cols, c.ncols, p, path_isa(level));
+            std::vector<float> y(c.rows * c.ncols, -1.0f), yr(c.rows * c.ncols, -1.0f);
+            detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+            detail::q1_0_rows_fast(c.w.data(), c.cols, 5, c.rows - 3, c.x.data(), p, c.ncols, yr.data(), c.rows);
+            bool range_ok = true;
+            for (size_t col = 0; col < c.ncols; ++col)
+                for (size_t r = 0; r < c.rows; ++r)
+                    range_ok &= (r >= 5 && r < c.rows - 3) ? std::memcmp(&yr[col * c.rows + r], &c.ref[col * c.rows + r], 4) == 0
+                                                           : yr[col * c.rows + r] == -1.0f;
+            if (!CHECK(same(c.ref, y) && range_ok))
+                bt::fail(__FILE__, __LINE__, std::to_string(ncols) + " columns at " + level_name(level));
+        }
 }
 
 // The Q2_0 and F16 rows of every level on row ranges that start and end inside a group of eight,
