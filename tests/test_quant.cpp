@@ -565,6 +565,47 @@ TEST(quant_q1_0_batch_tiles_every_column_count) {
         }
 }
 
+// Columns at the edges of the AVX-512 VNNI tiles' arithmetic, among ordinary ones, at every level:
+// all quants zero under negative and negative-zero scales (every lane sum 0, so d1 * s is a zero
+// whose sign the tile's first step does not keep; the reference's zeros must still come out), and
+// infinite or NaN scales (which the tiles leave to the non-VNNI loop).
+TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
+    const uint16_t specials[] = {0xfc00, 0x7c00, 0x7e00};  // -inf, +inf, NaN
+    for (Path level : fast_levels()) {
+        Q1Case c = q1_case(77, {}, 7);
+        auto* xb = reinterpret_cast<BlockQ8_0*>(c.x.data());
+        const size_t nbx = c.cols / QK8_0;
+        for (size_t i = 0; i < nbx; ++i) {  // column 1: zero quants, scales negative or -0
+            xb[nbx + i].d = i % 3 ? f32_to_f16(-0.25f * float(i)) : uint16_t(0x8000);
+            std::memset(xb[nbx + i].qs, 0, QK8_0);
+        }
+        for (size_t i = 0; i < nbx; ++i)  // column 4: zero quants in every other block, scale negative
+            if (i % 2) std::memset(xb[4 * nbx + i].qs, 0, QK8_0), xb[4 * nbx + i].d = f32_to_f16(-3.0f);
+        // Columns 2, 3, 5: an infinite or NaN scale on the first sub-block of a weight block (the
+        // tiles' fused step) and on a later one, the quants there all 1 against row 0's block of
+        // set bits, so that row 0's eight lane sums are all +4 and the reference gives an infinity
+        // there (not the NaN that infinities of both signs would make).
+        auto* w = reinterpret_cast<BlockQ1_0*>(c.w.data());
+        std::memset(w[1].qs, 0xff, sizeof w[1].qs);
+        w[1].d = f32_to_f16(1.0f);
+        for (size_t k = 0; k < 3; ++k)
+            for (size_t sb : {4, 6}) {
+                BlockQ8_0& b = xb[(2 + 3 * k / 2) * nbx + sb];
+                b.d = specials[k];
+                std::memset(b.qs, 1, QK8_0);
+            }
+        std::vector<float> ref(c.rows * c.ncols), y(c.rows * c.ncols, -1.0f);
+        mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, ref.data(), Path::Reference);
+        mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, y.data(), level);
+        if (!CHECK(same(ref, y))) bt::fail(__FILE__, __LINE__, std::string("at ") + level_name(level));
+        CHECK(std::isinf(ref[2 * c.rows]) && std::isinf(ref[3 * c.rows]) && std::isnan(ref[5 * c.rows]));
+        bool zeros = true;  // column 1's outputs are all +0 in the reference
+        for (size_t r = 0; r < c.rows; ++r) zeros &= std::signbit(ref[c.rows + r]) == false && ref[c.rows + r] == 0.0f;
+        CHECK(zeros);
+    }
+}
+
 // The Q2_0 and F16 rows of every level on row ranges that start and end inside a group of eight,
 // with several columns and one.
 TEST(quant_fast_rows_partial_ranges_every_level) {

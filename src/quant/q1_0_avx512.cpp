@@ -92,31 +92,38 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
 }
 
 // Several columns at avx512vnni: four rows (two pairs) at a time, their bits and scales gathered
-// once, then the columns without a -128 quant in tiles of four (vnni::tile_rows: every output of
-// the tile in registers for the whole row), the others one at a time through the non-VNNI loop; a
-// short last group repeats its last row.
+// once, then the columns without a -128 quant and with finite scales in tiles of four
+// (vnni::tile_rows: every output of the tile in registers for the whole row), the others one at a
+// time through the non-VNNI loop; a short last group repeats its last row.
 void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx,
-                const float* xd, const int32_t* negt, const uint8_t* has_m128, size_t ncols, float* y, size_t ldy) {
+                const Prepared& p, size_t ncols, float* y, size_t ldy) {
+    const float* xd = p.part<float>(0);
+    const uint8_t* has_m128 = p.part<uint8_t>(2);
+    const int32_t* init = p.part<int32_t>(3);
+    const float* ndm = p.part<float>(4);
+    const uint8_t* finite = p.part<uint8_t>(5);
     constexpr int P = 2, C = 4;
     struct Scratch {
         std::vector<uint64_t> bits;                 // per pair, block and sub-block: both rows' 32 bits
         std::vector<float> d0s;                     // per pair and block: both rows' scales
-        std::vector<size_t> tiled, wrapped;         // the columns without and with a -128 quant
+        std::vector<size_t> tiled, other;           // the columns the tiles take, and the others
         std::vector<const BlockQ8_0*> x;            // per tiled column: its quants,
-        std::vector<const float*> xd;               // its f32 scales
-        std::vector<const int32_t*> negt;           // and its negated lane sums
+        std::vector<const float*> xd;               // its f32 scales,
+        std::vector<const int32_t*> init;           // MAGIC_BITS - its lane sums
+        std::vector<const float*> ndm;              // and its scales times -MAGIC
     };
     static thread_local Scratch tls;
     Scratch& s = tls;  // once: each use of a thread_local with a constructor goes through a wrapper
     if (s.bits.size() < P * nb * 4) s.bits.resize(P * nb * 4), s.d0s.resize(P * nb * 2);
-    s.tiled.clear(), s.wrapped.clear(), s.x.clear(), s.xd.clear(), s.negt.clear();
+    s.tiled.clear(), s.other.clear(), s.x.clear(), s.xd.clear(), s.init.clear(), s.ndm.clear();
     for (size_t c = 0; c < ncols; ++c) {
-        if (has_m128[c]) {
-            s.wrapped.push_back(c);
+        if (has_m128[c] || !finite[c]) {
+            s.other.push_back(c);
             continue;
         }
         s.tiled.push_back(c);
-        s.x.push_back(xb + c * nbx), s.xd.push_back(xd + c * nbx), s.negt.push_back(negt + c * nbx * 8);
+        s.x.push_back(xb + c * nbx), s.xd.push_back(xd + c * nbx);
+        s.init.push_back(init + c * nbx * 8), s.ndm.push_back(ndm + c * nbx);
     }
     uint64_t* const bits = s.bits.data();
     float* const d0s = s.d0s.data();
@@ -141,17 +148,18 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
             const size_t n = std::min<size_t>(C, s.tiled.size() - t);
             const BlockQ8_0* const* x = s.x.data() + t;
             const float* const* d = s.xd.data() + t;
-            const int32_t* const* nt = s.negt.data() + t;
+            const int32_t* const* in = s.init.data() + t;
+            const float* const* nd = s.ndm.data() + t;
             switch (n) {
-                case C: vnni::tile_rows<P, C>(nb, bits, d0s, x, d, nt, out); break;
-                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, x, d, nt, out); break;
-                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, x, d, nt, out); break;
-                default: vnni::tile_rows<P, 1>(nb, bits, d0s, x, d, nt, out); break;
+                case C: vnni::tile_rows<P, C>(nb, bits, d0s, x, d, in, nd, out); break;
+                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, x, d, in, nd, out); break;
+                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, x, d, in, nd, out); break;
+                default: vnni::tile_rows<P, 1>(nb, bits, d0s, x, d, in, nd, out); break;
             }
             for (size_t c = 0; c < n; ++c)
                 for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[s.tiled[t + c] * ldy + g + j] = out[c * 2 * P + j];
         }
-        for (size_t c : s.wrapped) {
+        for (size_t c : s.other) {
             bw::decode_rows<P>(nb, rows, xb + c * nbx, xd + c * nbx, nullptr, out);
             for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
         }
@@ -167,7 +175,7 @@ void q1_0_rows_avx512(const BlockQ1_0* wb, size_t cols, size_t r0, size_t r1, co
     const float* xd = p.part<float>(0);
     const int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
     const uint8_t* has_m128 = vnni ? p.part<uint8_t>(2) : nullptr;
-    if (ncols > 1 && vnni) return tiles_vnni(wb, nb, r0, r1, xb, nbx, xd, negt, has_m128, ncols, y, ldy);
+    if (ncols > 1 && vnni) return tiles_vnni(wb, nb, r0, r1, xb, nbx, p, ncols, y, ldy);
     if (ncols > 1) {
         // Eight rows share each column load while their decoded bits fit in about 16 KiB.
         if (nb <= 16) batch<4>(wb, nb, r0, r1, xb, nbx, xd, ncols, y, ldy);

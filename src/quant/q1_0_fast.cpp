@@ -9,6 +9,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -21,12 +22,16 @@ namespace bankml::quant::detail {
 
 // Parts: 0 the f32 of every Q8_0 scale (all columns); with VNNI, 1 each sub-block's eight negated
 // lane sums -T of its quants and 2 per column whether it holds a -128 quant (then a non-VNNI loop
-// runs it: the VNNI identity below does not reproduce the -(-128) wrap).
+// runs it: the VNNI identity below does not reproduce the -(-128) wrap). At avx512vnni with
+// several columns, for the tiles of q1_0_avx512.cpp: 3 each sub-block's lanes as MAGIC_BITS - T,
+// 4 each scale times -MAGIC, and 5 per column whether its scales are all finite.
 void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
     const size_t n = cols / QK8_0 * ncols;
     const bool vnni = isa == Isa::AvxVnni || isa == Isa::Avx512Vnni;
+    const bool tiles = isa == Isa::Avx512Vnni && ncols > 1;
     p.isa = isa, p.cols = cols, p.ncols = ncols;
-    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols});
+    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n * 8 * sizeof(int32_t) : 0,
+              tiles ? n * sizeof(float) : 0, tiles ? ncols : 0});
     float* d = p.part<float>(0);
     for (size_t i = 0; i < n; ++i) d[i] = f16_to_f32(x[i].d);
     if (!vnni) return;
@@ -42,6 +47,16 @@ void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
             }
             negt[i * 8 + lane] = -t;
         }
+    if (!tiles) return;
+    int32_t* init = p.part<int32_t>(3);
+    float* ndm = p.part<float>(4);
+    uint8_t* finite = p.part<uint8_t>(5);
+    std::memset(finite, 1, ncols);
+    for (size_t i = 0; i < n * 8; ++i) init[i] = Q1_MAGIC_BITS + negt[i];
+    for (size_t i = 0; i < n; ++i) {
+        ndm[i] = d[i] * -Q1_MAGIC;
+        if (!std::isfinite(d[i])) finite[i / (cols / QK8_0)] = 0;
+    }
 }
 
 // Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
