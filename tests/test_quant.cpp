@@ -600,6 +600,22 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
         mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, y.data(), level);
         if (!CHECK(same(ref, y))) bt::fail(__FILE__, __LINE__, std::string("at ") + level_name(level));
         CHECK(std::isinf(ref[2 * c.rows]) && std::isinf(ref[3 * c.rows]) && std::isnan(ref[5 * c.rows]));
+        if (path_isa(level) == Isa::Avx512Vnni) {  // the tiles' parts against a plain count
+            detail::Prepared p;
+            detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::Avx512Vnni);
+            bool parts_ok = true;
+            for (size_t i = 0; i < nbx * c.ncols; ++i) {
+                for (size_t lane = 0; lane < 8; ++lane) {
+                    int t = 0;
+                    for (size_t e = 0; e < 4; ++e) t += xb[i].qs[lane * 4 + e];
+                    parts_ok &= p.part<int32_t>(1)[i * 8 + lane] == -t && p.part<int32_t>(3)[i * 8 + lane] == 0x4B400000 - t;
+                }
+                const float d = p.part<float>(0)[i], ndm = p.part<float>(4)[i];
+                parts_ok &= std::isnan(d) ? std::isnan(ndm) : (d == f16_to_f32(xb[i].d) && ndm == d * -12582912.0f);
+            }
+            for (size_t col = 0; col < c.ncols; ++col) parts_ok &= p.part<uint8_t>(5)[col] == (col != 2 && col != 3 && col != 5);
+            CHECK(parts_ok);
+        }
         bool zeros = true;  // column 1's outputs are all +0 in the reference
         for (size_t r = 0; r < c.rows; ++r) zeros &= std::signbit(ref[c.rows + r]) == false && ref[c.rows + r] == 0.0f;
         CHECK(zeros);
