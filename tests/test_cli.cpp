@@ -359,4 +359,11 @@ TEST(cli_llama_cpp_flags_map_or_get_a_note) {
     CHECK(csv.out.rfind("model_type,model_size,", 0) == 0);
     CHECK_EQ(lines(csv.out), 3u);
     CHECK_EQ(bm("bench --shape tiny -o xml").code, 2);
+    // bench batch: one row per stream count; without -m or with a count outside 1..64, a usage error.
+    auto batch = bm("bench batch -m " + tiny + " -t 2 --streams 1,3 -r 1");
+    CHECK_EQ(batch.code, 0);
+    CHECK_EQ(lines(batch.out), 4u);
+    CHECK(has(batch.out, "aggregate / 1") && has(batch.out, "\n       3 "));
+    CHECK_EQ(bm("bench batch --streams 2").code, 2);
+    CHECK_EQ(bm("bench batch -m " + tiny + " --streams 0,2").code, 2);
 }

@@ -28,7 +28,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Every product case through mat_vec (threads 1) or mat_vec_par / mat_mat_par (threads > 1), and
-// through mat_mat with the case's column placed among two other columns.
+// through mat_mat with the case's column placed among two and among four other columns.
 void check_products(Path path, int threads) {
     int checked = 0;
     std::unique_ptr<bankml::par::Pool> pool;
@@ -50,20 +50,26 @@ void check_products(Path path, int threads) {
                                              std::to_string(c.rows) + "x" + std::to_string(c.cols));
             continue;
         }
-        // The same column in the middle of a batch of three (the others: the column reversed).
+        // The same column in the middle of a batch of three, and third of five (inside the AVX-512
+        // VNNI loop's tile of four columns); the others: the column reversed.
         const size_t ab = act.size();
-        std::vector<uint8_t> batch(3 * ab);
-        std::memcpy(batch.data() + ab, act.data(), ab);
-        for (size_t j = 0; j < ab; ++j) batch[j] = batch[2 * ab + j] = act[ab - 1 - j];
-        if (t != Type::F16)  // keep the reversed bytes valid Q8_0 blocks: scale bytes from the column
-            for (size_t b = 0; b < ab / 34; ++b) {
-                std::memcpy(batch.data() + b * 34, act.data() + b * 34, 2);
-                std::memcpy(batch.data() + 2 * ab + b * 34, act.data() + b * 34, 2);
+        for (size_t n : {3, 5}) {
+            const size_t at = n / 2;
+            std::vector<uint8_t> batch(n * ab);
+            for (size_t k = 0; k < n; ++k) {
+                if (k == at) {
+                    std::memcpy(batch.data() + k * ab, act.data(), ab);
+                    continue;
+                }
+                for (size_t j = 0; j < ab; ++j) batch[k * ab + j] = act[ab - 1 - j];
+                if (t != Type::F16)  // keep the reversed bytes valid Q8_0 blocks: scale bytes from the column
+                    for (size_t b = 0; b < ab / 34; ++b) std::memcpy(batch.data() + k * ab + b * 34, act.data() + b * 34, 2);
             }
-        std::vector<float> ym(3 * c.rows);
-        if (pool) mat_mat_par(*pool, t, c.w.data(), c.rows, c.cols, batch.data(), 3, ym.data(), path);
-        else mat_mat(t, c.w.data(), c.rows, c.cols, batch.data(), 3, ym.data(), path);
-        CHECK(std::memcmp(ym.data() + c.rows, c.y.data(), c.rows * 4) == 0);
+            std::vector<float> ym(n * c.rows);
+            if (pool) mat_mat_par(*pool, t, c.w.data(), c.rows, c.cols, batch.data(), n, ym.data(), path);
+            else mat_mat(t, c.w.data(), c.rows, c.cols, batch.data(), n, ym.data(), path);
+            CHECK(std::memcmp(ym.data() + at * c.rows, c.y.data(), c.rows * 4) == 0);
+        }
         ++checked;
     }
     size_t products = 0;

@@ -358,9 +358,10 @@ struct Q1Case {
     std::vector<uint8_t> w, x;
     std::vector<float> ref;
 };
-Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128) {
+Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128, size_t ncols = 6) {
     std::mt19937 g(seed);
     Q1Case c;
+    c.ncols = ncols;
     c.w = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Random);
     auto extreme = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Extremes);
     const size_t nb = c.cols / QK1_0;
@@ -534,6 +535,91 @@ TEST(quant_q1_0_avx512_loops_equal_reference) {
     check_q1_0_loops(Isa::Avx512);
     if (!isa_supported(Isa::Avx512Vnni)) SKIP("avx512vnni", "no AVX-512 VNNI on this CPU: only the avx512 loops ran");
     check_q1_0_loops(Isa::Avx512Vnni);
+}
+
+// The several-column loops at every level with each column count from 2 to 9 (the AVX-512 VNNI
+// loop's tiles of four columns and their tails of one to three), the -128 columns (which leave the
+// tiles for the non-VNNI loop) first, inside and last among them, on all rows and on a range that
+// starts and ends inside a group of rows: every output equals the reference, so no column's bits
+// depend on which columns share its tile.
+TEST(quant_q1_0_batch_tiles_every_column_count) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
+    for (Path level : fast_levels())
+        for (size_t ncols = 2; ncols <= 9; ++ncols) {
+            std::vector<size_t> wrapped = {ncols - 1};
+            if (ncols % 3 == 0) wrapped = {0, ncols / 2};
+            if (ncols % 4 == 0) wrapped = {};
+            Q1Case c = q1_case(uint32_t(50 + ncols), wrapped, ncols);
+            detail::Prepared p;
+            detail::q1_0_prepare(reinterpret_cast<const BlockQ8_0*>(c.x.data()), c.cols, c.ncols, p, path_isa(level));
+            std::vector<float> y(c.rows * c.ncols, -1.0f), yr(c.rows * c.ncols, -1.0f);
+            detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
+            detail::q1_0_rows_fast(c.w.data(), c.cols, 5, c.rows - 3, c.x.data(), p, c.ncols, yr.data(), c.rows);
+            bool range_ok = true;
+            for (size_t col = 0; col < c.ncols; ++col)
+                for (size_t r = 0; r < c.rows; ++r)
+                    range_ok &= (r >= 5 && r < c.rows - 3) ? std::memcmp(&yr[col * c.rows + r], &c.ref[col * c.rows + r], 4) == 0
+                                                           : yr[col * c.rows + r] == -1.0f;
+            if (!CHECK(same(c.ref, y) && range_ok))
+                bt::fail(__FILE__, __LINE__, std::to_string(ncols) + " columns at " + level_name(level));
+        }
+}
+
+// Columns at the edges of the AVX-512 VNNI tiles' arithmetic, among ordinary ones, at every level:
+// all quants zero under negative and negative-zero scales (every lane sum 0, so d1 * s is a zero
+// whose sign the tile's first step does not keep; the reference's zeros must still come out), and
+// infinite or NaN scales (which the tiles leave to the non-VNNI loop).
+TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
+    const uint16_t specials[] = {0xfc00, 0x7c00, 0x7e00};  // -inf, +inf, NaN
+    for (Path level : fast_levels()) {
+        Q1Case c = q1_case(77, {}, 7);
+        auto* xb = reinterpret_cast<BlockQ8_0*>(c.x.data());
+        const size_t nbx = c.cols / QK8_0;
+        for (size_t i = 0; i < nbx; ++i) {  // column 1: zero quants, scales negative or -0
+            xb[nbx + i].d = i % 3 ? f32_to_f16(-0.25f * float(i)) : uint16_t(0x8000);
+            std::memset(xb[nbx + i].qs, 0, QK8_0);
+        }
+        for (size_t i = 0; i < nbx; ++i)  // column 4: zero quants in every other block, scale negative
+            if (i % 2) std::memset(xb[4 * nbx + i].qs, 0, QK8_0), xb[4 * nbx + i].d = f32_to_f16(-3.0f);
+        // Columns 2, 3, 5: an infinite or NaN scale on the first sub-block of a weight block (the
+        // tiles' fused step) and on a later one, the quants there all 1 against row 0's block of
+        // set bits, so that row 0's eight lane sums are all +4 and the reference gives an infinity
+        // there (not the NaN that infinities of both signs would make).
+        auto* w = reinterpret_cast<BlockQ1_0*>(c.w.data());
+        std::memset(w[1].qs, 0xff, sizeof w[1].qs);
+        w[1].d = f32_to_f16(1.0f);
+        for (size_t k = 0; k < 3; ++k)
+            for (size_t sb : {4, 6}) {
+                BlockQ8_0& b = xb[(2 + 3 * k / 2) * nbx + sb];
+                b.d = specials[k];
+                std::memset(b.qs, 1, QK8_0);
+            }
+        std::vector<float> ref(c.rows * c.ncols), y(c.rows * c.ncols, -1.0f);
+        mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, ref.data(), Path::Reference);
+        mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, y.data(), level);
+        if (!CHECK(same(ref, y))) bt::fail(__FILE__, __LINE__, std::string("at ") + level_name(level));
+        CHECK(std::isinf(ref[2 * c.rows]) && std::isinf(ref[3 * c.rows]) && std::isnan(ref[5 * c.rows]));
+        if (path_isa(level) == Isa::Avx512Vnni) {  // the tiles' parts against a plain count
+            detail::Prepared p;
+            detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::Avx512Vnni);
+            bool parts_ok = true;
+            for (size_t i = 0; i < nbx * c.ncols; ++i) {
+                for (size_t lane = 0; lane < 8; ++lane) {
+                    int t = 0;
+                    for (size_t e = 0; e < 4; ++e) t += xb[i].qs[lane * 4 + e];
+                    parts_ok &= p.part<int32_t>(1)[i * 8 + lane] == -t && p.part<int32_t>(3)[i * 8 + lane] == 0x4B400000 - t;
+                }
+                const float d = p.part<float>(0)[i], ndm = p.part<float>(4)[i];
+                parts_ok &= std::isnan(d) ? std::isnan(ndm) : (d == f16_to_f32(xb[i].d) && ndm == d * -12582912.0f);
+            }
+            for (size_t col = 0; col < c.ncols; ++col) parts_ok &= p.part<uint8_t>(5)[col] == (col != 2 && col != 3 && col != 5);
+            CHECK(parts_ok);
+        }
+        bool zeros = true;  // column 1's outputs are all +0 in the reference
+        for (size_t r = 0; r < c.rows; ++r) zeros &= std::signbit(ref[c.rows + r]) == false && ref[c.rows + r] == 0.0f;
+        CHECK(zeros);
+    }
 }
 
 // The Q2_0 and F16 rows of every level on row ranges that start and end inside a group of eight,

@@ -14,5 +14,7 @@ struct SubBench {
 
 // `bankml bench [-m FILE | --shape S --type T] ...`: the model benchmark (bench_model.cpp).
 int run_model_bench(const std::vector<std::string>& args);
+// `bankml bench batch -m FILE ...`: batched decode steps against one-stream steps (bench_batch.cpp).
+int run_batch_bench(const std::vector<std::string>& args);
 
 }  // namespace bankml::cmd

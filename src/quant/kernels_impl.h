@@ -40,6 +40,12 @@ private:
     std::vector<size_t> off_;
 };
 
+// 1.5 * 2^23 and its f32 bits: for an int32 s with |s| < 2^22, the f32 with bits MAGIC_BITS + s is
+// exactly MAGIC + s (the binade [2^23, 2^24) has a unit step), so `vpdpbusd` started from
+// MAGIC_BITS - T leaves the lane sum s as a float offset by MAGIC, with no conversion.
+inline constexpr float Q1_MAGIC = 12582912.0f;
+inline constexpr int32_t Q1_MAGIC_BITS = 0x4B400000;
+
 #if defined(__x86_64__)
 void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
 void q1_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,

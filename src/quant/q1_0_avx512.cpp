@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -59,20 +60,15 @@ namespace vnni {
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
 namespace {
 
-// Several columns: the bits of 2P rows decoded once (a-bytes for VNNI, clear-bit masks, and the
-// rows' scales as pair vectors), then every column over them; a short last group repeats its
-// last row.
+// Several columns at avx512 (no VNNI): the clear-bit masks and scales of 2P rows gathered once,
+// then every column over them; a short last group repeats its last row.
 template <int P>
 void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx, const float* xd,
-           const int32_t* negt, const uint8_t* has_m128, size_t ncols, float* y, size_t ldy) {
-    static thread_local std::vector<uint8_t> twos;
+           size_t ncols, float* y, size_t ldy) {
     static thread_local std::vector<uint64_t> clear;
     static thread_local std::vector<float> d0v;
-    const bool vnni = negt != nullptr;
-    if (vnni && twos.size() < P * nb * 4 * 64) twos.resize(P * nb * 4 * 64);
     if (clear.size() < P * nb * 4) clear.resize(P * nb * 4);
     if (d0v.size() < P * nb * 16) d0v.resize(P * nb * 16);
-    const __m512i two = _mm512_set1_epi8(2);
     for (size_t g = r0; g < r1; g += 2 * P) {
         for (int j = 0; j < P; ++j) {
             const BlockQ1_0* ra = wb + (g + 2 * j < r1 ? g + 2 * j : r1 - 1) * nb;
@@ -83,20 +79,88 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
                     uint32_t ba, bb;
                     std::memcpy(&ba, ra[ib].qs + 4 * k, 4);
                     std::memcpy(&bb, rb[ib].qs + 4 * k, 4);
-                    const uint64_t bits = uint64_t(ba) | uint64_t(bb) << 32;
-                    const size_t at = (j * nb + ib) * 4 + k;
-                    clear[at] = ~bits;
-                    if (vnni) _mm512_storeu_si512(twos.data() + at * 64, _mm512_maskz_mov_epi8(_cvtu64_mask64(bits), two));
+                    clear[(j * nb + ib) * 4 + k] = ~(uint64_t(ba) | uint64_t(bb) << 32);
                 }
             }
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[2 * P];
-            if (vnni && !has_m128[c])
-                vnni::decoded_rows<P>(nb, twos.data(), nullptr, d0v.data(), xb + c * nbx, xd + c * nbx,
-                                      negt + c * nbx * 8, out);
-            else
-                bw::decoded_rows<P>(nb, nullptr, clear.data(), d0v.data(), xb + c * nbx, xd + c * nbx, nullptr, out);
+            bw::decoded_rows<P>(nb, clear.data(), d0v.data(), xb + c * nbx, xd + c * nbx, out);
+            for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
+        }
+    }
+}
+
+// Several columns at avx512vnni: four rows (two pairs) at a time, their bits and scales gathered
+// once, then the columns without a -128 quant and with finite scales in tiles of four
+// (vnni::tile_rows: every output of the tile in registers for the whole row), the others one at a
+// time through the non-VNNI loop; a short last group repeats its last row.
+void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx,
+                const Prepared& p, size_t ncols, float* y, size_t ldy) {
+    const float* xd = p.part<float>(0);
+    const uint8_t* has_m128 = p.part<uint8_t>(2);
+    const int32_t* init = p.part<int32_t>(3);
+    const float* ndm = p.part<float>(4);
+    const uint8_t* finite = p.part<uint8_t>(5);
+    constexpr int P = 2, C = 4;
+    struct Scratch {
+        std::vector<uint64_t> bits;                 // per pair, block and sub-block: both rows' 32 bits
+        std::vector<float> d0s;                     // per pair and block: both rows' scales
+        std::vector<size_t> tiled, other;           // the columns the tiles take, and the others
+        std::vector<const BlockQ8_0*> x;            // per tiled column: its quants,
+        std::vector<const float*> xd;               // its f32 scales,
+        std::vector<const int32_t*> init;           // MAGIC_BITS - its lane sums
+        std::vector<const float*> ndm;              // and its scales times -MAGIC
+    };
+    static thread_local Scratch tls;
+    Scratch& s = tls;  // once: each use of a thread_local with a constructor goes through a wrapper
+    if (s.bits.size() < P * nb * 4) s.bits.resize(P * nb * 4), s.d0s.resize(P * nb * 2);
+    s.tiled.clear(), s.other.clear(), s.x.clear(), s.xd.clear(), s.init.clear(), s.ndm.clear();
+    for (size_t c = 0; c < ncols; ++c) {
+        if (has_m128[c] || !finite[c]) {
+            s.other.push_back(c);
+            continue;
+        }
+        s.tiled.push_back(c);
+        s.x.push_back(xb + c * nbx), s.xd.push_back(xd + c * nbx);
+        s.init.push_back(init + c * nbx * 8), s.ndm.push_back(ndm + c * nbx);
+    }
+    uint64_t* const bits = s.bits.data();
+    float* const d0s = s.d0s.data();
+    for (size_t g = r0; g < r1; g += 2 * P) {
+        const BlockQ1_0* rows[2 * P];
+        for (size_t j = 0; j < 2 * P; ++j) rows[j] = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
+        // Per pair and block: the two rows' sign bits interleaved four bytes at a time (one 64-bit
+        // word per sub-block, row A's bits low) and their two scales.
+        for (int j = 0; j < P; ++j) {
+            const BlockQ1_0 *ra = rows[2 * j], *rb = rows[2 * j + 1];
+            for (size_t ib = 0; ib < nb; ++ib) {
+                const __m128i a = _mm_loadu_si128((const __m128i*)ra[ib].qs);
+                const __m128i b = _mm_loadu_si128((const __m128i*)rb[ib].qs);
+                _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4), _mm_unpacklo_epi32(a, b));
+                _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4 + 2), _mm_unpackhi_epi32(a, b));
+                d0s[(j * nb + ib) * 2] = _cvtsh_ss(ra[ib].d);
+                d0s[(j * nb + ib) * 2 + 1] = _cvtsh_ss(rb[ib].d);
+            }
+        }
+        float out[C * 2 * P];
+        for (size_t t = 0; t < s.tiled.size(); t += C) {
+            const size_t n = std::min<size_t>(C, s.tiled.size() - t);
+            const BlockQ8_0* const* x = s.x.data() + t;
+            const float* const* d = s.xd.data() + t;
+            const int32_t* const* in = s.init.data() + t;
+            const float* const* nd = s.ndm.data() + t;
+            switch (n) {
+                case C: vnni::tile_rows<P, C>(nb, bits, d0s, x, d, in, nd, out); break;
+                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, x, d, in, nd, out); break;
+                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, x, d, in, nd, out); break;
+                default: vnni::tile_rows<P, 1>(nb, bits, d0s, x, d, in, nd, out); break;
+            }
+            for (size_t c = 0; c < n; ++c)
+                for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[s.tiled[t + c] * ldy + g + j] = out[c * 2 * P + j];
+        }
+        for (size_t c : s.other) {
+            bw::decode_rows<P>(nb, rows, xb + c * nbx, xd + c * nbx, nullptr, out);
             for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
         }
     }
@@ -111,10 +175,11 @@ void q1_0_rows_avx512(const BlockQ1_0* wb, size_t cols, size_t r0, size_t r1, co
     const float* xd = p.part<float>(0);
     const int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
     const uint8_t* has_m128 = vnni ? p.part<uint8_t>(2) : nullptr;
+    if (ncols > 1 && vnni) return tiles_vnni(wb, nb, r0, r1, xb, nbx, p, ncols, y, ldy);
     if (ncols > 1) {
         // Eight rows share each column load while their decoded bits fit in about 16 KiB.
-        if (nb <= 16) batch<4>(wb, nb, r0, r1, xb, nbx, xd, negt, has_m128, ncols, y, ldy);
-        else batch<2>(wb, nb, r0, r1, xb, nbx, xd, negt, has_m128, ncols, y, ldy);
+        if (nb <= 16) batch<4>(wb, nb, r0, r1, xb, nbx, xd, ncols, y, ldy);
+        else batch<2>(wb, nb, r0, r1, xb, nbx, xd, ncols, y, ldy);
         return;
     }
     // One column: four rows at a time (two registers of two rows), each activation load shared.
