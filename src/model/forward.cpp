@@ -247,14 +247,23 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         dequantize_row(tok_embd, tok[t], x.data() + t * E);
         rope->cache(p0 + (int64_t)t, rope_cs.data() + t * D);
     }
+    // A prompt's per-token steps (norms, rope and the cache, SwiGLU) over the pool, a token per
+    // item: each token's arithmetic is its own, so the bits are the same; one token runs here.
+    auto per_token = [&](size_t rows, auto&& f) {
+        if (rows == 1) return f(size_t(0));
+        P.chunks(rows, 1, [&](size_t t0, size_t t1) {
+            for (size_t t = t0; t < t1; t++) f(t);
+        });
+    };
     for (int il = 0; il < hp.n_layer; il++) {
         const Layer& L = layers[(size_t)il];
-        for (size_t t = 0; t < n; t++) ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps);
+        per_token(n, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps); });
         const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
         prod.group(P, qkv, xn.data(), n);
-        for (size_t t = 0; t < n; t++)
+        per_token(n, [&](size_t t) {
             store_token(il, q.data() + t * NH * D, k.data() + t * NKV * D, v.data() + t * NKV * D,
                         rope_cs.data() + t * D, p0 + (int)t);
+        });
         // In the last layer only the rows whose logits are wanted matter past this point (the
         // cache already holds every token's K and V): llama.cpp's inp_out_ids. Rows are
         // independent, so the kept rows' bits do not change.
@@ -268,10 +277,10 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         const Products::Out wo[] = {{&L.wo, o.data()}};
         prod.group(P, wo, att.data(), rows);
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
-        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps);
+        per_token(rows, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps); });
         const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
         prod.group(P, gate_up, xn.data(), rows);
-        for (size_t t = 0; t < rows; t++) ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF);
+        per_token(rows, [&](size_t t) { ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF); });
         const Products::Out down[] = {{&L.down, o.data()}};
         prod.group(P, down, h.data(), rows);
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
