@@ -79,12 +79,13 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
     struct V { std::string name; Pipeline p; uint32_t per; };
     std::vector<V> vs;
     const kernels::FmaPath path = kernels::probe_native_fma(g).native ? kernels::FmaPath::native : kernels::FmaPath::exact;
-    for (uint32_t per : kernels::MAT_VEC8_PERS)
-        for (uint32_t ahead : {kernels::mat_vec8_ahead(per), 1u}) {
-            if (ahead == 1 && kernels::mat_vec8_ahead(per) == 1 && !vs.empty() && vs.back().per == per) continue;
-            vs.push_back({kernels::kernel_name(true, path, per) + (ahead != kernels::mat_vec8_ahead(per) ? " (one chunk at a time)" : ""),
-                          g.pipeline(kernels::q1_0_mat_vec8(path, per, ahead), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
-        }
+    for (uint32_t per : kernels::MAT_VEC8_PERS) {
+        // The variant the forward pass runs, and where it loads chunks ahead, the one that does not.
+        vs.push_back({kernels::kernel_name(true, path, per), g.pipeline(kernels::q1_0_mat_vec8(path, per), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
+        if (kernels::mat_vec8_ahead(per) > 1)
+            vs.push_back({kernels::kernel_name(true, path, per) + " (one chunk at a time)",
+                          g.pipeline(kernels::q1_0_mat_vec8(path, per, 1), kernels::Q1_0_BINDINGS, kernels::Q1_0_PUSH_BYTES), per});
+    }
     line("products in a sequence (each after a barrier, weights from memory: %llu MiB a sequence), card time:\n",
          (unsigned long long)(TOTAL >> 20));
     line("%-8s %-12s %-32s %10s %10s\n", "matrix", "shape", "kernel", "us each", "GB/s");

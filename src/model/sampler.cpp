@@ -42,21 +42,22 @@ void Sampler::accept(int32_t id) {
     }
 }
 
+// Dividing a negative logit would make it likelier: multiply those instead (as llama.cpp).
+static void penalize(float& logit, float penalty) {
+    if (logit <= 0) logit *= penalty;
+    else logit /= penalty;
+}
+
 void Sampler::apply_penalty(std::vector<Candidate>& cand) const {
     if (p_.repeat_last_n <= 0 || p_.repeat_penalty == 1.0f) return;
-    auto penalize = [&](Candidate& c) {
-        // Dividing a negative logit would make it likelier: multiply those instead (as llama.cpp).
-        if (c.logit <= 0) c.logit *= p_.repeat_penalty;
-        else c.logit /= p_.repeat_penalty;
-    };
     // The window has at most repeat_last_n distinct tokens: visit those, not the whole vocabulary
     // (candidates arrive in id order; anything else is searched).
     for (const auto& [id, count] : counts_) {
         if (id >= 0 && size_t(id) < cand.size() && cand[size_t(id)].id == id) {
-            penalize(cand[size_t(id)]);
+            penalize(cand[size_t(id)].logit, p_.repeat_penalty);
         } else {
             for (Candidate& c : cand)
-                if (c.id == id) penalize(c);
+                if (c.id == id) penalize(c.logit, p_.repeat_penalty);
         }
     }
 }
@@ -77,11 +78,7 @@ bool Sampler::top_k_fast(std::span<const float> logits, std::vector<Candidate>& 
         // The penalized logits in a copy (the window's tokens only).
         penalized_.assign(logits.begin(), logits.end());
         for (const auto& [id, count] : counts_)
-            if (id >= 0 && size_t(id) < n) {
-                float& l = penalized_[size_t(id)];
-                if (l <= 0) l *= p_.repeat_penalty;
-                else l /= p_.repeat_penalty;
-            }
+            if (id >= 0 && size_t(id) < n) penalize(penalized_[size_t(id)], p_.repeat_penalty);
         v = penalized_;
     }
     // The k best by (logit, then id) in one pass: a heap whose top is the worst kept. Candidates
