@@ -170,6 +170,31 @@ TEST(forward_gpu_frequent_flags_take_the_exact_attention_then_the_exact_build) {
     CHECK_EQ(card->gpu_forward()->tokens(), (size_t)20);
 }
 
+TEST(forward_gpu_exact_attention_ends_after_a_burst_of_flags) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(8);
+    const auto want = steps(*cpu, p, 72);
+    auto card = open_model("q1_0", true);
+    REQUIRE(card->gpu_forward() != nullptr);
+    if (!card->gpu_forward()->guarded()) SKIP("gpu", "the test card keeps f32 subnormals: its kernels need no guard");
+    card->gpu_forward()->inject_failure(2, "subnormal burst");
+    // Steps 2-5 flag; 6-69 take the exact attention; 70-79 the guarded token again.
+    std::vector<float> got, l;
+    card->eval_into(p, l);
+    got.insert(got.end(), l.begin(), l.end());
+    for (int i = 0; i < 72; ++i) {
+        int32_t t = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+        card->eval_into(std::span<const int32_t>(&t, 1), l);
+        got.insert(got.end(), l.begin(), l.end());
+        if (i == 30) CHECK(card->gpu_forward()->attention_exact());
+    }
+    CHECK(same_bytes(want, got));
+    CHECK(card->on_gpu());
+    CHECK(!card->gpu_forward()->attention_exact());
+    CHECK_EQ(card->gpu_forward()->replays(), (size_t)4);
+    CHECK_EQ(card->gpu_forward()->tokens(), (size_t)80);
+}
+
 TEST(forward_gpu_refuses_an_f32_cache_and_a_started_model) {
     model::ModelOptions opt;
     opt.threads = 1;

@@ -121,7 +121,7 @@ TEST(gpu_op_prep_act_bit_exact) {
 TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
 TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
-TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores"}); }
+TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 
@@ -149,7 +149,23 @@ TEST(gpu_op_guard_flags_every_run_a_flushing_card_would_change) {
     CHECK_GT(flagged, (size_t)8);
     CHECK_GT(unflagged, (size_t)8);
     size_t differed = 0;
-    for (const std::string& l : lines) differed += l.find("flagged a subnormal (the exact build") != std::string::npos && l.find("guarded f32: ") != 0;
+    size_t norm_sites = 0;
+    for (const std::string& l : lines) {
+        const bool d = l.find("flagged a subnormal (the exact build") != std::string::npos && l.find("guarded f32: ") != 0;
+        differed += d;
+        // Each flag names the parts of the kernel that raised it (rms_norm marks its three).
+        if (d) CHECK(l.find(", raised in ") != std::string::npos && l.find(", raised in ") + 12 < l.size());
+        if (d && l.rfind("rms_norm", 0) == 0) norm_sites += l.find("raised in rms_norm sum") != std::string::npos;
+    }
+    CHECK_GT(norm_sites, (size_t)0);
+    // Scores that cancel exactly to zero are every card's zeros: the guard lets them pass.
+    size_t cancelling = 0;
+    for (const std::string& l : lines)
+        if (l.rfind("attention (guarded f32)", 0) == 0 && l.find("(cancelling)") != std::string::npos) {
+            ++cancelling;
+            CHECK(l.find("bit-exact, ") != std::string::npos && l.find("flagged") == std::string::npos);
+        }
+    CHECK_EQ(cancelling, (size_t)1);
     std::printf("    %s; %zu differed\n", sum.c_str(), differed);
     CHECK_GT(differed, (size_t)0);  // the flushing changed outputs, and the guard caught each
     // Without the guard the flushing kernels are refused.
@@ -261,4 +277,42 @@ TEST(gpu_model_stays_on_the_cpu_when_an_op_kernel_differs) {
     CHECK(bad.err.find("stays on the CPU: not verified: attention 4×128 over 1 (random): out[3] differs") != std::string::npos);
     CHECK_EQ(bad.out, ok.out);  // the same tokens either way
     if (bad.err.find("stays on the CPU") == std::string::npos) std::printf("    stderr: %s\n", bad.err.c_str());
+}
+
+// The guarded native Fma's flag on a card that flushes f32 subnormals: an exact cancellation to
+// zero is every card's zero and passes; a result whose exact value is a nonzero subnormal (a flushing
+// card's zero) raises it. The decisions need no fused Fma: these products are exact in f32.
+TEST(gpu_guarded_fma_passes_exact_cancellations_and_flags_subnormal_results) {
+    gpu::Gpu* g = test_gpu();
+    namespace sh = gpu::shader;
+    std::vector<uint32_t> words;
+    {
+        sh::Shader s(64, true, sh::Fma::native, sh::GUARD_F32 | sh::FLUSH_F32);
+        auto a = sh::buffer<sh::K::f32>(0, true, "a"), b = sh::buffer<sh::K::f32>(1, true, "b");
+        auto c = sh::buffer<sh::K::f32>(2, true, "c");
+        auto out = sh::buffer<sh::K::f32>(3, false, "out");
+        sh::U32 i = sh::global_id();
+        out.set(i, sh::fma_f32(a[i], b[i], c[i]));
+        words = s.finish();
+    }
+    gpu::Pipeline p = g->pipeline(words, 5, 0);
+    auto flagged = [&](std::vector<float> a, std::vector<float> b, std::vector<float> c) {
+        a.resize(64, 0.0f), b.resize(64, 0.0f), c.resize(64, 0.0f);
+        gpu::Buffer A = g->upload<float>(a), B = g->upload<float>(b), C = g->upload<float>(c), O = g->buffer(64 * 4);
+        gpu::Buffer F = g->buffer(sh::GUARD_FLAG_WORDS * 4);
+        std::vector<uint32_t> zero(sh::GUARD_FLAG_WORDS, 0);
+        g->write_bytes(F, zero.data(), zero.size() * 4);
+        const gpu::Buffer* bufs[] = {&A, &B, &C, &O, &F};
+        g->run(p, bufs, {}, 1);
+        uint32_t f = 0;
+        std::memcpy(&f, F.mapped, 4);
+        for (gpu::Buffer* x : {&A, &B, &C, &O, &F}) g->free(*x);
+        return f != 0;
+    };
+    // f16-sized products cancelling their addend, of both signs, and a zero product with a zero addend.
+    CHECK(!flagged({1.5f, -0.099975586f, 3.0f, 0.0f}, {3.0f, 0.5f, -2.0f, 7.0f}, {-4.5f, 0.049987793f, 6.0f, 0.0f}));
+    // 2^-62 · 2^-63 = 2^-125 less a normal 2^-125 - 2^-140: the exact result 2^-140 is subnormal.
+    CHECK(flagged({0x1p-62f}, {0x1p-63f}, {-(0x1p-125f - 0x1p-140f)}));
+    // A zero from a subnormal addend and a zero product.
+    CHECK(flagged({0.0f}, {1.0f}, {0x1p-140f}));
 }

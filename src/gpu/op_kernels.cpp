@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "core/error.h"
 #include "gpu/compute.h"
@@ -231,6 +232,7 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     auto shared_scale = workgroup<K::f32>(1);
     // The residual add (add + x, as the CPU adds them), stored back; the squares into the chain.
     // (residual is the same for the whole dispatch: add is read only where it is 1.)
+    std::optional<GuardSite> site(std::in_place, "rms_norm sum");
     F64 sum = sum_of_squares(
         n, t, [&](U32 at) { return Loads{x[at], add[at]}; },
         [&](U32 at, const Loads& l) {
@@ -242,6 +244,7 @@ std::vector<uint32_t> rms_norm(const Build& b) {
             });
             return v.get();
         });
+    site.emplace("rms_norm scale");
     if_(t == 0u, [&] {
         F32 mean = mean_f32(sum, n);
         shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
@@ -249,6 +252,7 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     barrier();
     F32 scale = shared_scale[u32c(0)];
     // y = (x·scale)·w, a chunk's loads issued together.
+    site.emplace("rms_norm out");
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
         std::vector<F32> xv(NORM_KN), wv(NORM_KN);
         std::vector<Bool> in(NORM_KN);
@@ -605,9 +609,11 @@ std::vector<uint32_t> attention(const Build& b) {
     U32 head = layer + kvh * n_ctx * half;  // word of (kvh, position 0)
     U32 sc_at = hq * n_ctx, ms_at = (NH + hq) * n_ctx, vs_at = (NH * 2u + hq) * n_ctx;
     auto qs = workgroup<K::f32>(HEAD_MAX);
+    std::optional<GuardSite> site(std::in_place, "attention q");
     for_(t, D, u32c(ATT_LOCAL), [&](U32 i) { qs.set(i, f16_round(q[hq * D + i])); });
     barrier();
     // Scores.
+    site.emplace("attention scores");
     for_(t, n_kv, u32c(ATT_LOCAL), [&](U32 ic) {
         U32 row = head + ic * half;
         std::vector<Var<K::f32>> acc;
@@ -626,6 +632,7 @@ std::vector<uint32_t> attention(const Build& b) {
     });
     barrier();
     // Prefix maxima: each invocation a contiguous run of positions.
+    site.emplace("attention maxima");
     U32 per = (n_kv + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL);
     U32 lo = select(t * per < n_kv, t * per, n_kv);
     U32 hi = select(lo + per < n_kv, lo + per, n_kv);
@@ -646,6 +653,7 @@ std::vector<uint32_t> attention(const Build& b) {
         barrier();
     }
     auto M = var(select(t > 0u, mx[select(t > 0u, t - 1u, u32c(0))], f32c(NEG_INF)));
+    site.emplace("attention expf");
     for_(lo, hi, [&](U32 i) {
         F32 sv = scratch[sc_at + i];
         F32 Mo = M.get();
@@ -657,6 +665,7 @@ std::vector<uint32_t> attention(const Build& b) {
     });
     barrier();
     auto shared_inv = workgroup<K::f32>(1);
+    site.emplace("attention sum");
     if_(t == 0u, [&] {
         auto S = var(f32c(0.0f));
         for_(u32c(0), n_kv, [&](U32 i) { S = fma_f32(S.get(), scratch[ms_at + i], scratch[vs_at + i]); });
@@ -664,6 +673,7 @@ std::vector<uint32_t> attention(const Build& b) {
         shared_inv.set(u32c(0), select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv)));
     });
     auto ys = workgroup<K::f32>(HEAD_MAX);
+    site.emplace("attention walk");
     for_(t, D, u32c(ATT_LOCAL), [&](U32 d) {
         auto y = var(f32c(0.0f));
         U32 word = head + (d >> 1u);
@@ -694,6 +704,7 @@ std::vector<uint32_t> attention(const Build& b) {
     });
     barrier();
     F32 inv = shared_inv[u32c(0)];
+    site.emplace("attention out");
     for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { out.set(hq * D + d, ys[d] * inv); });
     return s.finish();
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 #include "core/error.h"
 
@@ -52,6 +53,7 @@ Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f),
     flush_f32 = !soft_f32 && (modes & FLUSH_F32) != 0;
     uses_f64 = uses_f64 || soft_f32;
     modes &= ~uint32_t(SOFT_F32 | GUARD_F32 | FLUSH_F32);
+    has_f64 = uses_f64;
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
     if (!uses_f64) modes &= DENORM32 | SIGNED_ZERO32;
@@ -69,8 +71,8 @@ Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f),
         }
     m.begin_main();
     if (guard_f32) {
-        guard_flag = m.local_var(m.t_bool());
-        m.store(guard_flag, m.c_bool(false));
+        guard_flag = m.local_var(m.t_u32());
+        m.store(guard_flag, m.c_u32(0));
     }
 }
 Shader::~Shader() { g_cur = prev_; }
@@ -78,7 +80,12 @@ Shader::~Shader() { g_cur = prev_; }
 std::vector<uint32_t> Shader::finish() {
     if (guard_f32) {
         Arr<K::u32> flag = buffer<K::u32>(next_binding, false, "subnormal_flag");
-        if_(Bool(m.load(m.t_bool(), guard_flag)), [&] { flag.set(u32c(0), u32c(1)); });
+        U32 raised(m.load(m.t_u32(), guard_flag));
+        if_(raised != 0u, [&] {
+            flag.set(u32c(0), u32c(1));
+            for (uint32_t i = 0; i < 32; ++i)
+                if (sites_used >> i & 1u) if_((raised & (1u << i)) != 0u, [&] { flag.set(u32c(1 + i), u32c(1)); });
+        });
     }
     m.end_main();
     return m.words();
@@ -94,8 +101,25 @@ void guard(Bool c) {
     if (!guarded()) return;
     Module& m = mod();
     uint32_t f = cur().guard_flag;
-    m.store(f, op(OpLogicalOr, m.t_bool(), {m.load(m.t_bool(), f), c.id}));
+    U32 was(m.load(m.t_u32(), f));
+    m.store(f, (was | select(c, u32c(cur().site_bit), u32c(0))).id);
 }
+// Names are only added (at most 32), so a reference handed out stays valid.
+static std::mutex g_sites_mutex;
+static std::vector<std::string>& site_names() {
+    static std::vector<std::string> names = [] { std::vector<std::string> v{"an unnamed part"}; v.reserve(32); return v; }();
+    return names;
+}
+const std::vector<std::string>& guard_site_names() { return site_names(); }
+GuardSite::GuardSite(const char* name) : prev(cur().site_bit) {
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    auto& names = site_names();
+    size_t i = std::find(names.begin(), names.end(), name) - names.begin();
+    if (i == names.size() && names.size() < 32) names.push_back(name);
+    cur().site_bit = 1u << std::min<size_t>(i, 31);
+    cur().sites_used |= cur().site_bit;
+}
+GuardSite::~GuardSite() { cur().site_bit = prev; }
 Unguarded::Unguarded() { ++cur().unguarded; }
 Unguarded::~Unguarded() { --cur().unguarded; }
 
@@ -410,8 +434,15 @@ F32 fma_f32(F32 a, F32 b, F32 c) {
             // rounding (past 2^-100 the result's half ulp is more than four such products, and c,
             // the only other term, is exact).
             U32 ea = (bits(a) >> 23) & 0xffu, eb = (bits(b) >> 23) & 0xffu;
-            guard((exp_zero(r) && ((nonzero(a) && nonzero(b)) || nonzero(c))) ||
-                  (nonzero(a) && nonzero(b) && ea + eb < u32c(129) && (bits(r) & 0x7f800000u) < u32c(27u << 23)) || nan(r));
+            Bool tiny = exp_zero(r) && ((nonzero(a) && nonzero(b)) || nonzero(c));
+            if (cur().has_f64) {
+                // A zero from an exact cancellation (a·b = -c, as f16 products in a dot often
+                // cancel) is every card's zero: a·b is exact in double, so the double sum is zero
+                // exactly there. (Subnormal inputs are flagged where they were made.)
+                Bool cancels = f64(a) * f64(b) + f64(c) == f64c(0.0) && !subnormal(a) && !subnormal(b) && !subnormal(c);
+                tiny = tiny && !cancels;
+            }
+            guard(tiny || (nonzero(a) && nonzero(b) && ea + eb < u32c(129) && (bits(r) & 0x7f800000u) < u32c(27u << 23)) || nan(r));
         }
         return r;
     }

@@ -76,7 +76,10 @@ public:
     // flag; the kernel's outputs are then not to be used (the soft_f32 build gives them exactly).
     bool guard_f32 = false;
     bool flush_f32 = false;      // FLUSH_F32, for plain f32 (guarded or not)
-    uint32_t guard_flag = 0;     // the function variable (bool) holding the flag
+    bool has_f64 = false;        // the module declares Float64
+    uint32_t guard_flag = 0;     // the function variable (u32) holding the raised sites' bits
+    uint32_t site_bit = 1;       // the GuardSite in force (bit 0: none named)
+    uint32_t sites_used = 1;     // every site bit this kernel may raise
     uint32_t next_binding = 0;   // one past the highest binding the kernel declared
     int unguarded = 0;           // > 0: values computed and then discarded (see Unguarded)
     uint32_t push_var = 0, local_var = 0, group_var = 0, global_var = 0;  // made on first use
@@ -89,6 +92,18 @@ private:
 
 // guard_f32: raise the flag where `c` holds (a no-op in other modes).
 void guard(V<K::b> c);
+// The flag buffer's words: word 0 is 1 when any invocation raised the flag, word 1 + i when one
+// raised it inside the GuardSite named guard_site_names()[i] (word 1: outside any, "an unnamed
+// part"). Measuring
+// tools read the sites; a run's result needs word 0 alone.
+constexpr uint32_t GUARD_FLAG_WORDS = 33;
+// While one lives, the flags raised are counted as the named part of the kernel ("scores").
+struct GuardSite {
+    explicit GuardSite(const char* name);
+    ~GuardSite();
+    uint32_t prev;
+};
+const std::vector<std::string>& guard_site_names();
 // guard_f32: the checks a buffer load makes (a subnormal or a NaN raises the flag), for a value
 // loaded under Unguarded and kept; returns v.
 F32 guard_load(F32 v);

@@ -74,6 +74,8 @@ const CardType& card_type(quant::Type t) {
 
 // How long the host polls for a token before it sleeps on the fence.
 constexpr int TOKEN_SPIN_US = 50000;
+// The guard's flag buffer: word 0 and a word per guard site (gpu::shader::GUARD_FLAG_WORDS).
+constexpr size_t FLAG_BYTES = gpu::shader::GUARD_FLAG_WORDS * 4;
 
 struct GpuForward::Impl {
     gpu::Gpu gpu;
@@ -110,15 +112,19 @@ struct GpuForward::Impl {
     // guarded token with the exact attention (attention_exact: flags came often; see step()).
     gpu::Sequence seq, exact_seq, att_seq;
     bool attention_exact = false;
+    size_t att_tokens = 0;  // tokens that ran att_seq
     bool replayable = false;
     size_t tokens = 0, replays = 0;
     // A flagged token runs twice. Where flags come often (FLAGS_FOR_EXACT of the last RECENT
-    // guarded tokens) the guarded token takes the exact attention from then on (the kernel whose
-    // guard rises on softmax weights of many sizes and on values past f16's range); where they
-    // still come often, the next EXACT_AFTER_FLAG tokens run the exact build directly.
+    // guarded tokens) the next EXACT_AFTER_FLAG guarded tokens take the exact attention (the
+    // kernel whose guard rises on softmax weights of many sizes and on values past f16's range);
+    // where they still come often, the next EXACT_AFTER_FLAG tokens run the exact build directly.
+    // Either way the guarded token comes back after them: the exact attention's cost grows with
+    // the cache, and a stretch of odd values passes.
     static constexpr size_t RECENT = 16, FLAGS_FOR_EXACT = 4, EXACT_AFTER_FLAG = 64;
     uint32_t recent_flags = 0;  // bit i: the guarded token i tokens ago raised the flag
     size_t exact_next = 0;
+    size_t att_exact_left = 0;  // tokens left with the exact attention
 
     // BANKML_GPU_PROFILE=1: each step's card time, summed by kernel and printed at the end.
     bool profile = false;
@@ -134,6 +140,7 @@ struct GpuForward::Impl {
 
     int inject_at = -1;
     std::string inject_what;
+    size_t inject_burst = 0;  // flags injected so far by "subnormal burst"
 
     // Last member: unregistered before the card's buffers go.
     std::unique_ptr<gpu::CardUse> use;
@@ -164,8 +171,8 @@ struct GpuForward::Impl {
         if (go::has_guard(build) && exact_in_fast.find("," + n + ",") != std::string::npos)
             return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
         if (go::has_guard(build) && profile) {
-            step_flags.emplace_back(gpu.readback_buffer(16), n);
-            std::memset(step_flags.back().first.mapped, 0, 16);
+            step_flags.emplace_back(gpu.readback_buffer(FLAG_BYTES), n);
+            std::memset(step_flags.back().first.mapped, 0, FLAG_BYTES);
             bufs.push_back(&step_flags.back().first);
         } else if (go::has_guard(build)) {
             bufs.push_back(&flag);
@@ -308,8 +315,8 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.vc = d.gpu.buffer(L * layer_words * 4);
     d.cache = d.kc.bytes + d.vc.bytes;
     d.logits = d.gpu.readback_buffer(V * 4);
-    d.flag = d.gpu.readback_buffer(16);
-    std::memset(d.flag.mapped, 0, 16);
+    d.flag = d.gpu.readback_buffer(FLAG_BYTES);
+    std::memset(d.flag.mapped, 0, FLAG_BYTES);
 
     const char* prof = std::getenv("BANKML_GPU_PROFILE");
     d.profile = prof && std::string(prof) == "1";
@@ -449,8 +456,8 @@ GpuForward::~GpuForward() {
     Impl& d = *d_;
     if (d.host_profile && d.host_tokens) {
         const double n = double(d.host_tokens);
-        std::fprintf(stderr, "bankml: GPU token wall time over %zu tokens: %.1f us in step() before the submit, %.1f us from the submit to the wait's end (card %.1f us), %.1f us after; %.1f us outside step() between tokens; %zu tokens ran the exact build directly, %zu again after a flag\n",
-                     d.host_tokens, d.host_in_us / n, d.waited_us / n, d.card_us / n, d.host_out_us / n, d.between_us / std::max(1.0, n - 1), d.tokens - d.host_tokens, d.replays);
+        std::fprintf(stderr, "bankml: GPU token wall time over %zu tokens: %.1f us in step() before the submit, %.1f us from the submit to the wait's end (card %.1f us), %.1f us after; %.1f us outside step() between tokens; %zu tokens ran the exact build directly, %zu the exact attention, %zu again after a flag\n",
+                     d.host_tokens, d.host_in_us / n, d.waited_us / n, d.card_us / n, d.host_out_us / n, d.between_us / std::max(1.0, n - 1), d.tokens - d.host_tokens, d.att_tokens, d.replays);
     }
     if (!d.profile || !d.profiled_tokens) return;
     double total = 0;
@@ -483,7 +490,7 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
             d.last_return = out;
         }
     } host_profile{d, t_in, t_sub, t_waited};
-    const bool inject_flag = d.inject_what == "subnormal" || d.inject_what == "subnormals";
+    const bool inject_flag = d.inject_what == "subnormal" || d.inject_what == "subnormals" || d.inject_what == "subnormal burst";
     if (d.inject_at >= 0 && !inject_flag && d.inject_at-- == 0) {
         const std::string w = d.inject_what;
         if (w == "device lost") throw Error("vkQueueSubmit failed: VK_ERROR_DEVICE_LOST (injected)");
@@ -508,9 +515,11 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
         return;
     }
     t_sub = Clock::now();
+    d.att_tokens += d.attention_exact;
     d.gpu.submit(d.attention_exact ? d.att_seq : d.seq);
     d.gpu.wait();
     t_waited = Clock::now();
+    if (d.attention_exact && --d.att_exact_left == 0) d.attention_exact = false;
     if (d.profile) {
         const std::vector<double> us = d.gpu.step_us();
         for (size_t i = 0; i < us.size() && i < d.step_names.size(); ++i) d.profile_us[d.step_names[i]] += us[i];
@@ -518,6 +527,10 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     }
     uint32_t* flag = static_cast<uint32_t*>(d.flag.mapped);
     if (d.inject_at >= 0 && d.inject_what == "subnormal" && d.inject_at-- == 0) *flag = 1;
+    if (d.inject_at >= 0 && d.inject_what == "subnormal burst") {  // FLAGS_FOR_EXACT guarded tokens
+        if (d.inject_at == 0 && d.inject_burst++ < Impl::FLAGS_FOR_EXACT) *flag = 1;
+        else if (d.inject_at > 0) --d.inject_at;
+    }
     if (d.inject_at >= 0 && d.inject_what == "subnormals") {  // every guarded token from then on
         if (d.inject_at == 0) *flag = 1;
         else --d.inject_at;
@@ -525,8 +538,14 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     std::map<std::string, bool> raised;
     for (auto& [b, n] : d.step_flags) {
         uint32_t* f = static_cast<uint32_t*>(b.mapped);
-        if (*f) raised[n] = true, *flag = 1;
-        *f = 0;
+        if (*f) {
+            raised[n] = true, *flag = 1;
+            // Which parts of the kernel raised it (gpu::shader::GuardSite).
+            const auto& sites = gpu::shader::guard_site_names();
+            for (size_t i = 0; i < sites.size(); ++i)
+                if (f[1 + i]) raised[n + " at " + sites[i]] = true;
+        }
+        std::memset(f, 0, FLAG_BYTES);
     }
     for (const auto& [n, r] : raised) d.flags_by_kernel[n] += r;
     d.recent_flags = ((d.recent_flags << 1) | (*flag ? 1u : 0u)) & ((1u << Impl::RECENT) - 1);
@@ -537,7 +556,7 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
         *flag = 0;
         ++d.replays;
         if (size_t(__builtin_popcount(d.recent_flags)) >= Impl::FLAGS_FOR_EXACT) {
-            if (!d.attention_exact && d.att_seq.steps) d.attention_exact = true;
+            if (!d.attention_exact && d.att_seq.steps) d.attention_exact = true, d.att_exact_left = Impl::EXACT_AFTER_FLAG;
             else d.exact_next = Impl::EXACT_AFTER_FLAG;
             d.recent_flags = 0;
         }

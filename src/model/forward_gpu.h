@@ -71,7 +71,7 @@ public:
     // Tests: the step numbered `at` (0: the next) fails as `what` says ("device lost", "out of
     // memory", "submit") before it reaches the card, or ("subnormal") raises the guard's flag
     // after its guarded run, so that the exact build runs it again ("subnormals": at that step
-    // and every guarded step after it).
+    // and every guarded step after it; "subnormal burst": at that step and the next three).
     void inject_failure(int at, const std::string& what);
 
     struct Impl;

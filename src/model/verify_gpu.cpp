@@ -131,14 +131,21 @@ public:
         std::vector<const gpu::Buffer*> b(bufs);
         gpu::Buffer* flag = nullptr;
         if (go::has_guard(build_)) {
-            flag = poisoned(1);
-            *static_cast<uint32_t*>(flag->mapped) = 0;
+            flag = poisoned(gpu::shader::GUARD_FLAG_WORDS);
+            std::memset(flag->mapped, 0, gpu::shader::GUARD_FLAG_WORDS * 4);
             b.push_back(flag);
         }
         auto t0 = std::chrono::steady_clock::now();
         gpu_.run(p, b, push, groups);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         flagged_ = flag && read(*flag, 1)[0] != 0;
+        flag_sites_.clear();
+        if (flagged_) {
+            const std::vector<uint32_t> w = read(*flag, gpu::shader::GUARD_FLAG_WORDS);
+            const auto& sites = gpu::shader::guard_site_names();
+            for (size_t i = 0; i < sites.size(); ++i)
+                if (w[1 + i]) flag_sites_ += (flag_sites_.empty() ? "" : ", ") + sites[i];
+        }
         return ms;
     }
 
@@ -159,7 +166,7 @@ public:
                 // The guard saw a subnormal: the forward pass would not use these outputs (it runs
                 // the exact build instead), so a difference here is allowed.
                 if (opt_.checks) opt_.checks->push_back({kernel + guard_suffix(), shape, words, true, ms});
-                lines.push_back(kernel + guard_suffix() + " " + shape + ": flagged a subnormal (the exact build runs instead)");
+                lines.push_back(kernel + guard_suffix() + " " + shape + ": flagged a subnormal (the exact build runs instead), raised in " + flag_sites_);
                 ++flagged_checks;
                 return;
             }
@@ -191,6 +198,7 @@ private:
     std::map<std::string, gpu::Pipeline> pipes_;
     std::deque<gpu::Buffer> live_;
     bool flagged_ = false;  // the last run's guard flag
+    std::string flag_sites_;  // and the guard sites that raised it
 };
 
 using Rng = std::mt19937_64;
@@ -521,7 +529,8 @@ void verify_attention(Runner& R, Rng& rng, bool full) {
     const float scale = 1.0f / sqrtf(float(D));
     struct C { size_t n_kv; const char* kind; };
     std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random"}, {64, "random"}, {300, "random"},
-                            {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"}};
+                            {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"},
+                            {300, "cancelling"}};
     if (full) cases.insert(cases.end(), {{4096, "random"}, {4096, "equal scores"}, {4096, "rise and fall"}, {4096, "large scores"}});
     for (const C& c : cases) {
         const size_t n_kv = c.n_kv, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
@@ -542,11 +551,16 @@ void verify_attention(Runner& R, Rng& rng, bool full) {
                     const size_t at = 2 * layer + (kvh * n_ctx + i) * D + d;
                     float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
                     k[at] = f32_to_f16(kv);
+                    // Each dot lane's second term cancels its first exactly (q is one value per
+                    // head): the scores are exact zeros made from nonzero terms.
+                    if (kind == "cancelling") k[at] = d % 64 < 32 ? f32_to_f16(normal(rng)) : uint16_t(k[at - 32] ^ 0x8000u);
                     v[at] = f32_to_f16(normal(rng));
                 }
             }
             for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
                 for (size_t d = 0; d < D; ++d) q[h * D + d] = kind == "random" ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
+            if (kind == "cancelling")
+                for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) std::fill_n(&q[h * D], D, f16_to_f32(f32_to_f16(normal(rng))));
         }
         // The CPU: attend_f16 per query head over its kv head's rows.
         std::vector<float> out(NH * D);
