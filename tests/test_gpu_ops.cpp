@@ -111,6 +111,7 @@ TEST(gpu_op_rms_norm_bit_exact) {
                            "some ties", "large few", "zeros",
                            "equal", "residual random", "residual cancel", "residual spread"});
 }
+TEST(gpu_op_rms_norm_q8_bit_exact) { bit_exact("rms_norm_q8", {"random", "spread exponents", "residual random", "zeros"}); }
 TEST(gpu_op_sum_squares_bit_exact) {
     bit_exact("sum_squares", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
                               "ties", "some ties", "large few", "zeros", "equal"});
@@ -122,6 +123,7 @@ TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
 TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
+TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 

@@ -19,6 +19,7 @@ constexpr float NEG_INF = -__builtin_inff();
 
 // Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
 constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
+static_assert(NORM_MAX_Q8 <= NORM_CHUNK);
 
 
 // ---------------------------------------------------------------- the ordered double sum
@@ -167,6 +168,68 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
     return c.out[u32c(0)];
 }
 
+// ---------------------------------------------------------------- Q8_0 pieces
+
+// A block's scale d = amax/127 rounded to f16 (the value the products use) and its multiplier
+// id = 127/amax (0 for a block of zeros), as quantize_row_q8_0 makes them.
+F32 q8_scale(F32 amax) { return f16_value(f16_bits(div_exact(amax, f32c(127.0f)))); }
+F32 q8_multiplier(F32 amax) { return select(amax != f32c(0.0f), div_exact(f32c(127.0f), amax), f32c(0.0f)); }
+// x·id rounded half even, then the AVX2 conversion and saturating packs: NaN and values past int32
+// (an infinite id, from a subnormal amax) convert to INT32_MIN, then -128.
+I32 q8_quant(F32 x, F32 id) {
+    F32 r = round_even(x * id);
+    F32 c = select(r >= f32c(0x1p31f) || is_nan(r), f32c(-128.0f),
+                   select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f), f32c(-128.0f), r)));
+    return i32(c);
+}
+// The Q1_0 table's entry for a lane's four quants and sign pattern nib: + where the bit is set,
+// the i8 negation otherwise, times the block's scale.
+F32 lane_product(F32 d1, const std::vector<I32>& q, uint32_t nib) {
+    auto sum = var(i32c(0));
+    for (uint32_t k = 0; k < 4; ++k) {
+        I32 neg = select(q[k] == i32c(-128), q[k], -q[k]);
+        sum = sum.get() + ((nib >> k) & 1u ? q[k] : neg);
+    }
+    return d1 * f32(sum.get());
+}
+
+// Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (i32) and scales,
+// the f16 pairs.
+struct ActOut {
+    Arr<K::f32> table;
+    Arr<K::i32> q8;
+    Arr<K::f32> d8;
+    Arr<K::u32> h16;
+};
+
+// prep_act's outputs for `lanes` lanes (four values of a 32-value block each) whose values a
+// workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a multiple of 8,
+// so blocks are whole). Each invocation t of L makes whole lanes: its block's amax (over the
+// block's values in index order), scale and multiplier, its four quants, their f16 values and
+// their 16 table entries. Every invocation calls it.
+void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, const ActOut& o) {
+    for_(t, lanes, u32c(L), [&](U32 ll) {
+        U32 lb = ll >> 3u, lane = first_lane + ll, blk = lane >> 3u;
+        auto amax = var(f32c(0.0f));
+        for (uint32_t j = 0; j < 32; ++j) {
+            F32 a = fabs(ys[lb * 32u + j]);
+            amax = select(a > amax.get(), a, amax.get());
+        }
+        F32 d1 = q8_scale(amax.get()), id = q8_multiplier(amax.get());
+        std::vector<F32> v(4);
+        std::vector<I32> q(4);
+        for (uint32_t k = 0; k < 4; ++k) {
+            v[k] = ys[ll * 4u + k];
+            q[k] = q8_quant(v[k], id);
+            o.q8.set(lane * 4u + k, q[k]);
+        }
+        o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
+        o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
+        if_((lane & 7u) == 0u, [&] { o.d8.set(blk, d1); });
+        for (uint32_t nib = 0; nib < 16; ++nib) o.table.set(lane * 16u + nib, lane_product(d1, q, nib));
+    });
+}
+
 // ---------------------------------------------------------------- rms_norm
 
 // The double sum of value(i)·value(i), i < n, in index order, by a workgroup of NORM_LOCAL
@@ -176,8 +239,9 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
 // from it where i < n (guarded, and may store).
 constexpr uint32_t NORM_KN = NORM_CHUNK / NORM_LOCAL;
 using Loads = std::vector<F32>;
-F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value) {
-    auto sx = workgroup<K::f32>(NORM_CHUNK);
+// sx: NORM_CHUNK floats of workgroup memory for the squares (free again once it returns).
+F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value,
+                   Arr<K::f32>& sx) {
     ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
     auto sum = var(f64c(0.0));
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
@@ -210,7 +274,8 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     auto out = buffer<K::u32>(1, false, "sum");
     push_constants(1);
     U32 n = push(0), t = local_id();
-    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); }, sx);
     if_(t == 0u, [&] {
         UVec2 w = bits(sum);
         out.set(u32c(0), lo(w));
@@ -219,18 +284,10 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     return s.finish();
 }
 
-std::vector<uint32_t> rms_norm(const Build& b) {
-    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
-    auto x = buffer<K::f32>(0, false, "x");
-    auto add = buffer<K::f32>(1, true, "add");
-    auto w = buffer<K::f32>(2, true, "w");
-    auto y = buffer<K::f32>(3, false, "y");
-    push_constants(4);
-    U32 n = push(0), w_off = push(1), residual = push(3);
-    F32 eps = f32_bits(push(2));
-    U32 t = local_id();
+// The norm's scale 1/sqrt(mean + eps) of x, after the residual add (add + x, as the CPU adds them,
+// stored back into x) where residual is 1; every invocation calls it.
+F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t, Arr<K::f32>& sx) {
     auto shared_scale = workgroup<K::f32>(1);
-    // The residual add (add + x, as the CPU adds them), stored back; the squares into the chain.
     // (residual is the same for the whole dispatch: add is read only where it is 1.)
     std::optional<GuardSite> site(std::in_place, "rms_norm sum");
     F64 sum = sum_of_squares(
@@ -243,16 +300,21 @@ std::vector<uint32_t> rms_norm(const Build& b) {
                 v = r;
             });
             return v.get();
-        });
+        },
+        sx);
     site.emplace("rms_norm scale");
     if_(t == 0u, [&] {
         F32 mean = mean_f32(sum, n);
         shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
     });
     barrier();
-    F32 scale = shared_scale[u32c(0)];
-    // y = (x·scale)·w, a chunk's loads issued together.
-    site.emplace("rms_norm out");
+    return shared_scale[u32c(0)];
+}
+
+// y(i) = (x(i)·scale)·w(i) for every i < n, handed to out(i, y); a chunk's loads issued together.
+// Each invocation reads back only the x it stored in norm_scale.
+void norm_out(Arr<K::f32>& x, Arr<K::f32>& w, U32 w_off, U32 n, F32 scale, U32 t, const std::function<void(U32, F32)>& out) {
+    GuardSite site("rms_norm out");
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
         std::vector<F32> xv(NORM_KN), wv(NORM_KN);
         std::vector<Bool> in(NORM_KN);
@@ -265,8 +327,49 @@ std::vector<uint32_t> rms_norm(const Build& b) {
             xv[k] = x[i], wv[k] = w[w_off + i];
         }
         for (uint32_t k = 0; k < NORM_KN; ++k)
-            if_(in[k], [&] { y.set(at[k], (guard_load(xv[k]) * scale) * guard_load(wv[k])); });
+            if_(in[k], [&] { out(at[k], (guard_load(xv[k]) * scale) * guard_load(wv[k])); });
     });
+}
+
+std::vector<uint32_t> rms_norm(const Build& b) {
+    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    auto x = buffer<K::f32>(0, false, "x");
+    auto add = buffer<K::f32>(1, true, "add");
+    auto w = buffer<K::f32>(2, true, "w");
+    auto y = buffer<K::f32>(3, false, "y");
+    push_constants(4);
+    U32 n = push(0), w_off = push(1), residual = push(3);
+    F32 eps = f32_bits(push(2));
+    U32 t = local_id();
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    F32 scale = norm_scale(x, add, n, residual, eps, t, sx);
+    norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { y.set(i, v); });
+    return s.finish();
+}
+
+// rms_norm, then prep_act's quantization of y in the same workgroup (rows of up to NORM_CHUNK
+// values): y stays in shared memory, and each invocation makes whole lanes (four values of a
+// block), each with its block's scale, so a layer's norm and its product's input are one dispatch.
+std::vector<uint32_t> rms_norm_q8(const Build& b) {
+    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    auto x = buffer<K::f32>(0, false, "x");
+    auto add = buffer<K::f32>(1, true, "add");
+    auto w = buffer<K::f32>(2, true, "w");
+    auto table = buffer<K::f32>(3, false, "lane_products");
+    auto q8 = buffer<K::i32>(4, false, "q8");
+    auto d8 = buffer<K::f32>(5, false, "d8");
+    auto h16 = buffer<K::u32>(6, false, "f16");
+    push_constants(4);
+    U32 n = push(0), w_off = push(1), residual = push(3);
+    F32 eps = f32_bits(push(2));
+    U32 t = local_id();
+    // The squares' workgroup memory holds y once the sum is made.
+    auto ys = workgroup<K::f32>(NORM_CHUNK);
+    F32 scale = norm_scale(x, add, n, residual, eps, t, ys);
+    norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { ys.set(i, v); });
+    barrier();
+    GuardSite site("rms_norm_q8 quantization");
+    quantize_lanes(ys, n >> 2u, u32c(0), t, NORM_LOCAL, {table, q8, d8, h16});
     return s.finish();
 }
 
@@ -346,18 +449,12 @@ std::vector<uint32_t> prep_act(const Build& b) {
             amax = select(a > amax.get(), a, amax.get());
         });
         F32 m = amax.get();
-        if_else(t == 0u, [&] { sd.set(u32c(0), f16_value(f16_bits(div_exact(m, f32c(127.0f))))); },
-                [&] { sd.set(u32c(1), select(m != f32c(0.0f), div_exact(f32c(127.0f), m), f32c(0.0f))); });
+        if_else(t == 0u, [&] { sd.set(u32c(0), q8_scale(m)); }, [&] { sd.set(u32c(1), q8_multiplier(m)); });
     });
     barrier();
     F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
     if_(t < 32u, [&] {
-        F32 r = round_even(sx[t] * id);
-        // The AVX2 conversion then saturating packs: NaN and values past int32 (an infinite id, from
-        // a subnormal amax) convert to INT32_MIN, then -128.
-        F32 c = select(r >= f32c(0x1p31f) || is_nan(r), f32c(-128.0f),
-                       select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f), f32c(-128.0f), r)));
-        I32 q = i32(c);
+        I32 q = q8_quant(sx[t], id);
         sq.set(t, q);
         q8.set(blk * 32u + t, q);
     });
@@ -590,7 +687,8 @@ F32 att_add(F32 v, F32 vs, F32 y, bool guarded) {
 // parallel: a new maximum gives ms = expf(M_old - s), vs = 1, any other vs = expf(s - M), ms = 1.
 // Then each of the D output elements walks the positions in order, y = f16(y·ms) (an identity
 // where ms = 1) and y = f16(fma(v, vs, y)); S = fma(S, ms, vs) walks them once; out = y·(1/S).
-std::vector<uint32_t> attention(const Build& b) {
+// q8: the output goes straight into prep_act's outputs (bindings 5-8) instead of out (5).
+std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     Shader s(ATT_LOCAL, true, b.fma, b.float_modes);
     const bool guarded = has_guard(b);
     auto q = buffer<K::f32>(0, true, "q");
@@ -598,7 +696,11 @@ std::vector<uint32_t> attention(const Build& b) {
     auto vc = buffer<K::u32>(2, true, "v_cache");
     auto state = buffer<K::u32>(3, true, "state");
     auto scratch = buffer<K::f32>(4, false, "scratch");
-    auto out = buffer<K::f32>(5, false, "out");
+    std::optional<Arr<K::f32>> out;
+    std::optional<ActOut> act;
+    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::i32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
+                         buffer<K::u32>(8, false, "f16")};
+    else out = buffer<K::f32>(5, false, "out");
     push_constants(6);
     U32 D = push(0), NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
     F32 scale = f32_bits(push(5));
@@ -705,9 +807,18 @@ std::vector<uint32_t> attention(const Build& b) {
     barrier();
     F32 inv = shared_inv[u32c(0)];
     site.emplace("attention out");
-    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { out.set(hq * D + d, ys[d] * inv); });
+    if (!q8) {
+        for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { out->set(hq * D + d, ys[d] * inv); });
+        return s.finish();
+    }
+    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { ys.set(d, ys[d] * inv); });
+    barrier();
+    site.emplace("attention quantization");
+    quantize_lanes(ys, D >> 2u, hq * (D >> 2u), t, ATT_LOCAL, *act);
     return s.finish();
 }
+std::vector<uint32_t> attention(const Build& b) { return attention_kernel(b, false); }
+std::vector<uint32_t> attention_q8(const Build& b) { return attention_kernel(b, true); }
 
 // ggml_vec_swiglu_f32: silu(g)·u with silu(x) = x / (1 + v_expf(0 - x)) (n is a multiple of 8,
 // so the C library's expf tail never runs).
@@ -759,12 +870,14 @@ Build guarded(const Build& exact) {
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm},
+        {"rms_norm_q8", 7, 4, NORM_LOCAL, rms_norm_q8},
         {"sum_squares", 2, 1, NORM_LOCAL, sum_squares},
         {"prep_act", 5, 3, 128, prep_act},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
         {"attention", 6, 6, ATT_LOCAL, attention},
+        {"attention_q8", 9, 6, ATT_LOCAL, attention_q8},
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
     };

@@ -49,6 +49,9 @@ struct OpKernel {
 // rms_norm: x (binding 0, rw), add (1), norm weights (2), y (3); push: n, w_off, eps bits,
 // residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
+// rms_norm_q8: rms_norm whose y goes straight into prep_act's outputs: x (0, rw), add (1), norm
+// weights (2), table (3), quants (4), scales (5), f16 pairs (6); push as rms_norm. One workgroup;
+// rows of up to NORM_MAX_Q8 values.
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
 // f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
@@ -60,10 +63,13 @@ struct OpKernel {
 // One workgroup per head (NH query heads, then NKV key heads with their values).
 // attention: q (0), k cache (1), v cache (2), state (3), scratch (4: 3·NH·n_ctx), out (5);
 // push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
+// attention_q8: attention whose output goes straight into prep_act's outputs: bindings 0-4 as
+// attention, then table (5), quants (6), scales (7), f16 pairs (8); push as attention.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
 const std::vector<OpKernel>& op_kernels();
+constexpr uint32_t NORM_MAX_Q8 = 4096;
 const OpKernel& op_kernel(const std::string& name);
 
 // A card without DenormPreserve for f32 gets two builds of every kernel: the exact one (SOFT_F32,

@@ -92,13 +92,12 @@ struct GpuForward::Impl {
     gpu::Buffer x;        // [n_embd] the residual stream; the host writes the embedding row
     gpu::Buffer state;    // words: position, cached positions, -, -, the rope table [head_dim]
     gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
-    gpu::Buffer xn;       // [max(n_embd, n_head·head_dim, n_ff)] a normed or gated input
+    gpu::Buffer xn;       // [n_embd] a normed input, where the norm does not quantize it itself
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
     gpu::Buffer act16;    // its f16 rounding, two to a word
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
     gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
-    gpu::Buffer att;      // [n_head·head_dim]
     gpu::Buffer o;        // [n_embd] an output product, added to x by the next norm
     gpu::Buffer gu;       // [2·n_ff] gate then up
     gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
@@ -161,14 +160,16 @@ struct GpuForward::Impl {
         return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4)).first->second;
     }
     // Kernels the guarded token runs with the exact build all the same: those whose guard rises
-    // often on ordinary data (",attention,"), so that a token seldom needs its exact replay.
+    // often on ordinary data (",attention,"), so that a token seldom needs its exact replay. A
+    // name covers its variant that quantizes its output ("attention" covers "attention_q8").
     std::string exact_in_fast;
     // An op kernel's step; a guarded kernel also binds the flag (profiling: a flag of its own, so
     // the profile can say which kernels raised it).
     std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
     std::map<std::string, size_t> flags_by_kernel;
     gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
-        if (go::has_guard(build) && exact_in_fast.find("," + n + ",") != std::string::npos)
+        const std::string base = n.size() > 3 && n.compare(n.size() - 3, 3, "_q8") == 0 ? n.substr(0, n.size() - 3) : n;
+        if (go::has_guard(build) && exact_in_fast.find("," + base + ",") != std::string::npos)
             return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
         if (go::has_guard(build) && profile) {
             step_flags.emplace_back(gpu.readback_buffer(FLAG_BYTES), n);
@@ -229,6 +230,16 @@ struct GpuForward::Impl {
     }
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
+    }
+    // The norm and its product's input: one dispatch where the row fits rms_norm_q8.
+    void norm_prep(std::vector<gpu::Step>& s, uint32_t w_off, bool residual) {
+        const uint32_t E = (uint32_t)hp.n_embd;
+        if (E > go::NORM_MAX_Q8) {
+            s.push_back(norm(w_off, residual));
+            s.push_back(prep(xn, E));
+            return;
+        }
+        s.push_back(op("rms_norm_q8", {&x, &o, &norms, &table, &q8, &d8, &act16}, {E, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1));
     }
 };
 
@@ -306,7 +317,6 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.act16 = zeroed(widest / 2);
     d.qkv = zeroed(NQ + 2 * NKV * D);
     d.q = zeroed(NQ);
-    d.att = zeroed(NQ);
     d.o = zeroed(E);
     d.gu = zeroed(2 * FF);
     d.scratch = zeroed(3 * NH * C);
@@ -327,26 +337,23 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     auto token = [&]() {
     std::vector<gpu::Step> s;
     for (size_t l = 0; l < L; ++l) {
-        s.push_back(d.norm(offs[l].attn, l > 0));
-        s.push_back(d.prep(d.xn, E));
+        d.norm_prep(s, offs[l].attn, l > 0);
         s.push_back(d.product(d.qkv_w[l], d.qkv));
         s.push_back(d.op("head_norm_rope", {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
                           (uint32_t)C, fbits(hp.rms_eps)},
                          (uint32_t)(NH + NKV)));
-        s.push_back(d.op("attention", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.att},
+        // Attention's output goes straight into the output product's input.
+        s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
                          (uint32_t)NH));
-        s.push_back(d.prep(d.att, NQ));
         s.push_back(d.product(d.wo_w[l], d.o));
-        s.push_back(d.norm(offs[l].ffn, true));
-        s.push_back(d.prep(d.xn, E));
+        d.norm_prep(s, offs[l].ffn, true);
         s.push_back(d.product(d.gu_w[l], d.gu));
         s.push_back(d.prep(d.gu, FF, true));  // SwiGLU on the way in
         s.push_back(d.product(d.down_w[l], d.o));
     }
-    s.push_back(d.norm(out_norm, true));
-    s.push_back(d.prep(d.xn, E));
+    d.norm_prep(s, out_norm, true);
     s.push_back(d.product(d.out_w, d.logits));
     return s;
     };

@@ -280,6 +280,60 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
         }
 }
 
+// The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (as i32 words), scales,
+// the Q1_0 lane-product table, and the f16 pairs.
+struct PreparedAct {
+    std::vector<uint32_t> q8, d8, table, f16;
+};
+PreparedAct prepared(const std::vector<float>& y) {
+    const size_t n = y.size();
+    std::vector<quant::BlockQ8_0> q8(n / 32);
+    quant::quantize_row_q8_0(y.data(), q8.data(), n);
+    std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
+    gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
+    PreparedAct p;
+    p.table = words_of(std::vector<float>(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128)));
+    p.q8.resize(n), p.d8.resize(n / 32);
+    for (size_t i = 0; i < n; ++i) p.q8[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+    for (size_t b = 0; b < n / 32; ++b) p.d8[b] = fbits(f16_to_f32(q8[b].d));
+    std::vector<uint16_t> h(n);
+    ops::round_f16(y.data(), h.data(), n);
+    p.f16 = pairs_of(h);
+    return p;
+}
+
+// rms_norm_q8: the norm's y quantized in the same workgroup, against the CPU's norm then its
+// quantization.
+void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096} : std::vector<size_t>{1024, 4096};
+    const char* kinds[] = {"random", "spread exponents", "huge first", "subnormal squares", "zeros", "equal", "residual random",
+                           "residual cancel", "residual spread"};
+    const float eps = 1e-6f;
+    const uint32_t w_off = 3;
+    for (size_t n : ns)
+        for (const char* kind : kinds) {
+            const bool residual = std::strncmp(kind, "residual", 8) == 0;
+            std::vector<float> x, add, w(w_off + n);
+            norm_data(rng, kind, n, x, add);
+            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
+            std::vector<float> xc = x, y(n);
+            if (residual)
+                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
+            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
+            const PreparedAct want = prepared(y);
+            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)),
+                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("rms_norm_q8", {bx, ba, bw, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u}, 1);
+            std::vector<Out> outs{{"q8", Runner::read(*bq, n), want.q8, Word::i32},
+                                  {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
+                                  {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
+                                  {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}};
+            if (residual) outs.push_back({"x", Runner::read(*bx, n), words_of(xc), Word::f32});
+            R.check("rms_norm_q8", "1×" + std::to_string(n) + " (" + kind + ")", ms, std::move(outs));
+            R.release();
+        }
+}
+
 // The norm's ordered double sum alone, every bit of it, on the norm's data (a norm's float output
 // moves only when its sum moves by a large part of a float's last place).
 void verify_sum_squares(Runner& R, Rng& rng, bool full) {
@@ -523,7 +577,8 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
 
 // ---------------------------------------------------------------- attention
 
-void verify_attention(Runner& R, Rng& rng, bool full) {
+// q8: attention_q8, whose output is checked as the output product's input (PreparedAct).
+void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
     const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2, group = NH / NKV;
     const uint32_t layer = 5 * half;
     const float scale = 1.0f / sqrtf(float(D));
@@ -573,11 +628,24 @@ void verify_attention(Runner& R, Rng& rng, bool full) {
         state[go::STATE_POS] = uint32_t(n_kv - 1);
         state[go::STATE_NKV] = uint32_t(n_kv);
         gpu::Buffer *bq = R.upload(words_of(q)), *bk = R.upload(pairs_of(k)), *bv = R.upload(pairs_of(v)), *bst = R.upload(state),
-                    *bsc = R.poisoned(3 * NH * n_ctx), *bo = R.poisoned(NH * D);
-        double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo},
-                          {uint32_t(D), uint32_t(NH), uint32_t(group), layer, uint32_t(n_ctx), fbits(scale)}, uint32_t(NH));
-        R.check("attention", dims({NH, D}) + " over " + std::to_string(n_kv) + " (" + kind + ")", ms,
-                {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
+                    *bsc = R.poisoned(3 * NH * n_ctx);
+        const std::vector<uint32_t> push{uint32_t(D), uint32_t(NH), uint32_t(group), layer, uint32_t(n_ctx), fbits(scale)};
+        const std::string shape = dims({NH, D}) + " over " + std::to_string(n_kv) + " (" + kind + ")";
+        if (!q8) {
+            gpu::Buffer* bo = R.poisoned(NH * D);
+            double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo}, push, uint32_t(NH));
+            R.check("attention", shape, ms, {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
+        } else {
+            const size_t n = NH * D;
+            const PreparedAct want = prepared(out);
+            gpu::Buffer *bt = R.poisoned(go::table_floats(n)), *bq8 = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, bt, bq8, bd, bh}, push, uint32_t(NH));
+            R.check("attention_q8", shape, ms,
+                    {{"q8", Runner::read(*bq8, n), want.q8, Word::i32},
+                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
+                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
+                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
+        }
         R.release();
     }
 }
@@ -717,12 +785,14 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     Rng rng(20261201);
     auto want = [&](const char* k) { return opt.only.empty() || opt.only == k; };
     if (want("rms_norm")) verify_rms_norm(R, rng, opt.full);
+    if (want("rms_norm_q8")) verify_rms_norm_q8(R, rng, opt.full);
     if (want("sum_squares")) verify_sum_squares(R, rng, opt.full);
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
     if (want("f16_mat_vec")) verify_f16(R, rng, opt.full);
     if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
-    if (want("attention")) verify_attention(R, rng, opt.full);
+    if (want("attention")) verify_attention(R, rng, opt.full, false);
+    if (want("attention_q8")) verify_attention(R, rng, opt.full, true);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
 }
