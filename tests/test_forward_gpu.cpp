@@ -272,3 +272,24 @@ TEST(forward_gpu_model_in_a_batched_step_stays_on_the_card_with_the_cpus_bits) {
     CHECK(card->on_gpu());
     for (size_t i = 0; i < 3; ++i) CHECK_EQ(ms[i]->n_past(), int(prompts[i].size()) + STEPS);
 }
+
+// BANKML_GPU_CLOCK=1 (measuring): where the card has the shader clock, the output norm's phases are
+// stamped and their average distances from the first stamp printed, in order.
+TEST(gpu_clock_stamps_the_norms_phases_in_order) {
+    const std::string m = bt::data_path("tiny-q1_0.gguf"), bin = bt::bankml_bin();
+    auto r = bt::run_cmd("BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_CLOCK=1 " + bin + " run -m " + m + " --tokens 1,2,3 -n 3");
+    REQUIRE_EQ(r.code, 0);
+    if (r.err.find("runs the model") == std::string::npos) SKIP("gpu", "no card runs the model here: " + r.err);
+    const size_t at = r.err.find("GPU clock stamps of the output norm");
+    if (at == std::string::npos) SKIP("gpu", "this card offers no shader clock");
+    const std::string line = r.err.substr(at, r.err.find('\n', at) - at);
+    double prev = 0;
+    for (int i = 1; i <= 8; ++i) {
+        const size_t p = line.find(" " + std::to_string(i) + ":");
+        REQUIRE(p != std::string::npos);
+        const double v = std::atof(line.c_str() + p + 3);
+        CHECK_GE(v, prev);
+        prev = v;
+    }
+    CHECK_GT(prev, 0.0);
+}

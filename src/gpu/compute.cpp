@@ -109,6 +109,27 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
     return pe.pipelineExecutableInfo == VK_TRUE;
 }
 
+// True when the device lists VK_KHR_shader_clock with its subgroup clock (measuring: kernels
+// built with clock stamps).
+bool offers_shader_clock(Loader& L, VkPhysicalDevice pd, const std::string& name) {
+    if (!L.features2) return false;
+    uint32_t n = 0;
+    check(L.device_extensions(pd, nullptr, &n, nullptr), "vkEnumerateDeviceExtensionProperties(" + name + ")");
+    std::vector<VkExtensionProperties> exts(n);
+    check(L.device_extensions(pd, nullptr, &n, exts.data()), "vkEnumerateDeviceExtensionProperties(" + name + ")", true);
+    exts.resize(n);
+    bool listed = false;
+    for (const auto& e : exts) listed |= std::strncmp(e.extensionName, VK_KHR_SHADER_CLOCK_EXTENSION_NAME, VK_MAX_EXTENSION_NAME_SIZE) == 0;
+    if (!listed) return false;
+    VkPhysicalDeviceShaderClockFeaturesKHR sc{};
+    sc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
+    VkPhysicalDeviceFeatures2 f2{};
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &sc;
+    L.features2(pd, &f2);
+    return sc.shaderSubgroupClock == VK_TRUE;
+}
+
 }  // namespace
 
 // "Register Count 64": the statistic's name as the driver gives it, then its value.
@@ -158,6 +179,7 @@ struct Gpu::Impl {
     BANKML_VK_STATISTICS_FNS(X)
 #undef X
     bool statistics = false;  // VK_KHR_pipeline_executable_properties is enabled on dev
+    bool shader_clock = false;  // VK_KHR_shader_clock is enabled on dev
     std::string name;
     Kind kind = Kind::Other;
     size_t index = 0;        // vkEnumeratePhysicalDevices order
@@ -390,12 +412,26 @@ Gpu Gpu::open(size_t index) {
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats_feature{};
     stats_feature.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
     stats_feature.pipelineExecutableInfo = VK_TRUE;
+    std::vector<const char*> exts;
     if (offers_pipeline_statistics(L, pd, d->name)) {
+        stats_feature.pNext = const_cast<void*>(di.pNext);
         di.pNext = &stats_feature;
-        di.enabledExtensionCount = 1;
-        di.ppEnabledExtensionNames = &stats_ext;
+        exts.push_back(stats_ext);
         d->statistics = true;
     }
+    // BANKML_GPU_CLOCK=1 (measuring): the subgroup clock, for kernels built with clock stamps.
+    VkPhysicalDeviceShaderClockFeaturesKHR clock_feature{};
+    clock_feature.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
+    clock_feature.shaderSubgroupClock = VK_TRUE;
+    const char* clock_env = std::getenv("BANKML_GPU_CLOCK");
+    if (clock_env && std::string(clock_env) == "1" && offers_shader_clock(L, pd, d->name)) {
+        clock_feature.pNext = const_cast<void*>(di.pNext);
+        di.pNext = &clock_feature;
+        exts.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+        d->shader_clock = true;
+    }
+    di.enabledExtensionCount = uint32_t(exts.size());
+    di.ppEnabledExtensionNames = exts.empty() ? nullptr : exts.data();
     check(L.create_device(pd, &di, nullptr, &d->dev), "vkCreateDevice(" + d->name + ")");
     bool missing = false;
 #define X(n) d->n = reinterpret_cast<PFN_vk##n>(L.gdpa(d->dev, "vk" #n)); missing |= !d->n;
@@ -459,6 +495,7 @@ Gpu::~Gpu() = default;
 
 const std::string& Gpu::name() const { return d_->name; }
 const Gpu::Limits& Gpu::limits() const { return d_->limits; }
+bool Gpu::has_shader_clock() const { return d_->shader_clock; }
 bool Gpu::device_local_buffers() const { return d_->devlocal_host_type >= 0; }
 
 Buffer Gpu::buffer(size_t bytes) { return d_->make(bytes, true, {d_->devlocal_host_type, d_->host_type}); }

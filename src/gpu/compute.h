@@ -140,6 +140,9 @@ public:
 
     // True when the card runs shaders with 64-bit floats (shaderFloat64, enabled at open).
     bool has_f64() const;
+    // BANKML_GPU_CLOCK=1 and the card offers VK_KHR_shader_clock's subgroup clock: Gpu::open
+    // enabled it (measuring: kernels built with clock stamps).
+    bool has_shader_clock() const;
     // Which of Vulkan 1.2's float controls shaders may ask of the card: preserve subnormals, and
     // preserve signed zeros, infinities and NaN (no x + 0 folded to x), for 32- and 64-bit floats.
     struct FloatControls {

@@ -19,7 +19,6 @@ constexpr float NEG_INF = -__builtin_inff();
 
 // Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
 constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
-static_assert(NORM_MAX_Q8 <= NORM_CHUNK);
 
 
 // ---------------------------------------------------------------- the ordered double sum
@@ -74,6 +73,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         c.scan.set(t, mine + other);
         barrier();
     }
+    stamp(2);
     F64 before = s0 + (c.scan[t] - part.get());
     // C: candidates, the stretch after this run's last candidate (or the whole run), the count.
     // Where the running sum stays in one binade [B, 2B) (both bounds agree), adding t gives
@@ -107,6 +107,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         n = n.get() + select(cand[k], u32c(1), u32c(0));
         run = select(cand[k], f64c(0.0), run.get() + rd[k]);
     }
+    stamp(3);
     // D: exclusive segmented scan of the runs' tails (a run with a candidate starts a segment) and
     // exclusive scan of the counts.
     Bool has = n.get() != 0u;
@@ -134,6 +135,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
     U32 total = c.count[u32c(L - 1)];
     F64 final_tail = c.tail[u32c(L - 1)];
     barrier();
+    stamp(4);
     // E: the candidates in order, each with the stretch before it.
     if_(has && total <= u32c(cap), [&] {
         auto r = var(carry);
@@ -150,6 +152,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         }
     });
     barrier();
+    stamp(5);
     // F: the walk.
     if_(t == 0u, [&] {
         auto sum = var(s0);
@@ -165,6 +168,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
         c.out.set(u32c(0), sum.get());
     });
     barrier();
+    stamp(6);
     return c.out[u32c(0)];
 }
 
@@ -182,16 +186,6 @@ I32 q8_quant(F32 x, F32 id) {
                    select(r > f32c(127.0f), f32c(127.0f), select(r < f32c(-128.0f), f32c(-128.0f), r)));
     return i32(c);
 }
-// The Q1_0 table's entry for a lane's four quants and sign pattern nib: + where the bit is set,
-// the i8 negation otherwise, times the block's scale.
-F32 lane_product(F32 d1, const std::vector<I32>& q, uint32_t nib) {
-    auto sum = var(i32c(0));
-    for (uint32_t k = 0; k < 4; ++k) {
-        I32 neg = select(q[k] == i32c(-128), q[k], -q[k]);
-        sum = sum.get() + ((nib >> k) & 1u ? q[k] : neg);
-    }
-    return d1 * f32(sum.get());
-}
 
 // Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (i32) and scales,
 // the f16 pairs.
@@ -204,29 +198,62 @@ struct ActOut {
 
 // prep_act's outputs for `lanes` lanes (four values of a 32-value block each) whose values a
 // workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a multiple of 8,
-// so blocks are whole). Each invocation t of L makes whole lanes: its block's amax (over the
-// block's values in index order), scale and multiplier, its four quants, their f16 values and
-// their 16 table entries. Every invocation calls it.
-void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, const ActOut& o) {
-    for_(t, lanes, u32c(L), [&](U32 ll) {
-        U32 lb = ll >> 3u, lane = first_lane + ll, blk = lane >> 3u;
+// so blocks are whole). One invocation per block makes its amax (over the block's values in
+// index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L); each
+// invocation then quantizes whole lanes (at most `rounds` each), keeping their quants packed four
+// to a word (in workgroup memory for max_lanes); then the table's 16 entries a lane go out in index order across the
+// invocations, so that the stores of a warp are contiguous. Every invocation calls it.
+void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
+                    Arr<K::f32>& sd, Arr<K::f32>& sid) {
+    const uint32_t rounds = (max_lanes + L - 1) / L;
+    auto qs = workgroup<K::u32>(max_lanes);
+    if_(t < lanes >> 3u, [&] {
         auto amax = var(f32c(0.0f));
         for (uint32_t j = 0; j < 32; ++j) {
-            F32 a = fabs(ys[lb * 32u + j]);
+            F32 a = fabs(ys[t * 32u + j]);
             amax = select(a > amax.get(), a, amax.get());
         }
-        F32 d1 = q8_scale(amax.get()), id = q8_multiplier(amax.get());
+        F32 d1 = q8_scale(amax.get());
+        sd.set(t, d1);
+        sid.set(t, q8_multiplier(amax.get()));
+        o.d8.set((first_lane >> 3u) + t, d1);
+    });
+    barrier();
+    std::vector<U32> packed(rounds);
+    std::vector<Bool> in(rounds);
+    std::vector<U32> lls(rounds);
+    for (uint32_t r = 0; r < rounds; ++r) {
+        U32 ll = t + r * L;
+        in[r] = ll < lanes;
+        lls[r] = ll;
+        // Past the lanes, lane 0 again (computed, not stored).
+        U32 lc = select(in[r], ll, u32c(0)), lane = first_lane + lc;
+        F32 id = sid[lc >> 3u];
         std::vector<F32> v(4);
         std::vector<I32> q(4);
         for (uint32_t k = 0; k < 4; ++k) {
-            v[k] = ys[ll * 4u + k];
+            v[k] = ys[lc * 4u + k];
             q[k] = q8_quant(v[k], id);
-            o.q8.set(lane * 4u + k, q[k]);
         }
-        o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
-        o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
-        if_((lane & 7u) == 0u, [&] { o.d8.set(blk, d1); });
-        for (uint32_t nib = 0; nib < 16; ++nib) o.table.set(lane * 16u + nib, lane_product(d1, q, nib));
+        if_(in[r], [&] {
+            for (uint32_t k = 0; k < 4; ++k) o.q8.set(lane * 4u + k, q[k]);
+            o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
+            o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
+        });
+        packed[r] = (as_u32(q[0]) & 0xffu) | ((as_u32(q[1]) & 0xffu) << 8u) | ((as_u32(q[2]) & 0xffu) << 16u) | (as_u32(q[3]) << 24u);
+    }
+    for (uint32_t r = 0; r < rounds; ++r) if_(in[r], [&] { qs.set(lls[r], packed[r]); });
+    barrier();
+    for_(t, lanes * 16u, u32c(L), [&](U32 e) {
+        U32 ll = e >> 4u, nib = e & 15u;
+        U32 p = qs[ll];
+        auto sum = var(i32c(0));
+        for (uint32_t k = 0; k < 4; ++k) {
+            I32 qk = as_i32(p << u32c(24 - 8 * k)) >> u32c(24);
+            I32 neg = select(qk == i32c(-128), qk, -qk);
+            sum = sum.get() + select(((nib >> k) & 1u) == 1u, qk, neg);
+        }
+        o.table.set(first_lane * 16u + e, sd[ll >> 3u] * f32(sum.get()));
     });
 }
 
@@ -260,6 +287,7 @@ F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const st
                 sx.set(t + k * NORM_LOCAL, x * x);
             });
         barrier();
+        stamp(1);
         U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
         sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_KN, NORM_CAP, cs);
     });
@@ -308,6 +336,7 @@ F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U
         shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
     });
     barrier();
+    stamp(7);
     return shared_scale[u32c(0)];
 }
 
@@ -337,39 +366,16 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
     auto y = buffer<K::f32>(3, false, "y");
+    if (b.clock) clock_stamps(4);
     push_constants(4);
     U32 n = push(0), w_off = push(1), residual = push(3);
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
+    stamp(0);
     auto sx = workgroup<K::f32>(NORM_CHUNK);
     F32 scale = norm_scale(x, add, n, residual, eps, t, sx);
     norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { y.set(i, v); });
-    return s.finish();
-}
-
-// rms_norm, then prep_act's quantization of y in the same workgroup (rows of up to NORM_CHUNK
-// values): y stays in shared memory, and each invocation makes whole lanes (four values of a
-// block), each with its block's scale, so a layer's norm and its product's input are one dispatch.
-std::vector<uint32_t> rms_norm_q8(const Build& b) {
-    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
-    auto x = buffer<K::f32>(0, false, "x");
-    auto add = buffer<K::f32>(1, true, "add");
-    auto w = buffer<K::f32>(2, true, "w");
-    auto table = buffer<K::f32>(3, false, "lane_products");
-    auto q8 = buffer<K::i32>(4, false, "q8");
-    auto d8 = buffer<K::f32>(5, false, "d8");
-    auto h16 = buffer<K::u32>(6, false, "f16");
-    push_constants(4);
-    U32 n = push(0), w_off = push(1), residual = push(3);
-    F32 eps = f32_bits(push(2));
-    U32 t = local_id();
-    // The squares' workgroup memory holds y once the sum is made.
-    auto ys = workgroup<K::f32>(NORM_CHUNK);
-    F32 scale = norm_scale(x, add, n, residual, eps, t, ys);
-    norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { ys.set(i, v); });
-    barrier();
-    GuardSite site("rms_norm_q8 quantization");
-    quantize_lanes(ys, n >> 2u, u32c(0), t, NORM_LOCAL, {table, q8, d8, h16});
+    stamp(8);
     return s.finish();
 }
 
@@ -814,7 +820,8 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { ys.set(d, ys[d] * inv); });
     barrier();
     site.emplace("attention quantization");
-    quantize_lanes(ys, D >> 2u, hq * (D >> 2u), t, ATT_LOCAL, *act);
+    auto sd = workgroup<K::f32>(HEAD_MAX / 32), sid = workgroup<K::f32>(HEAD_MAX / 32);
+    quantize_lanes(ys, D >> 2u, hq * (D >> 2u), t, ATT_LOCAL, HEAD_MAX / 4, *act, sd, sid);
     return s.finish();
 }
 std::vector<uint32_t> attention(const Build& b) { return attention_kernel(b, false); }
@@ -869,8 +876,7 @@ Build guarded(const Build& exact) {
 
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
-        {"rms_norm", 4, 4, NORM_LOCAL, rms_norm},
-        {"rms_norm_q8", 7, 4, NORM_LOCAL, rms_norm_q8},
+        {"rms_norm", 4, 4, NORM_LOCAL, rms_norm, true},
         {"sum_squares", 2, 1, NORM_LOCAL, sum_squares},
         {"prep_act", 5, 3, 128, prep_act},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},

@@ -34,6 +34,7 @@ struct Build {
     shader::Fma fma = shader::Fma::exact;
     bool expf_fused = true;
     uint32_t float_modes = 0;
+    bool clock = false;  // measuring: kernels with `stamps` take a clock-stamps buffer (shader::stamp)
 };
 
 // The build a card may use: native Fma where it proved it, the host's expf variant, and the float
@@ -44,14 +45,12 @@ struct OpKernel {
     const char* name;
     uint32_t bindings, push_words, local_size;
     std::vector<uint32_t> (*build)(const Build&);
+    bool stamps = false;  // with Build::clock: one more binding, after its own, for clock stamps
 };
 
 // rms_norm: x (binding 0, rw), add (1), norm weights (2), y (3); push: n, w_off, eps bits,
 // residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
-// rms_norm_q8: rms_norm whose y goes straight into prep_act's outputs: x (0, rw), add (1), norm
-// weights (2), table (3), quants (4), scales (5), f16 pairs (6); push as rms_norm. One workgroup;
-// rows of up to NORM_MAX_Q8 values.
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
 // f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
@@ -69,7 +68,6 @@ struct OpKernel {
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
 const std::vector<OpKernel>& op_kernels();
-constexpr uint32_t NORM_MAX_Q8 = 4096;
 const OpKernel& op_kernel(const std::string& name);
 
 // A card without DenormPreserve for f32 gets two builds of every kernel: the exact one (SOFT_F32,
@@ -80,7 +78,7 @@ const OpKernel& op_kernel(const std::string& name);
 Build guarded(const Build& exact);
 inline bool has_guard(const Build& b) { return (b.float_modes & shader::GUARD_F32) != 0; }
 // The storage buffers a kernel of this build binds (the guard's flag last).
-inline uint32_t bindings(const OpKernel& k, const Build& b) { return k.bindings + (has_guard(b) ? 1 : 0); }
+inline uint32_t bindings(const OpKernel& k, const Build& b) { return k.bindings + (k.stamps && b.clock ? 1 : 0) + (has_guard(b) ? 1 : 0); }
 
 // The Q1_0 lane-product table's floats for an activation of n values (padded to whole chunks of
 // the Q1_0 kernels, zero past n: kernels.h, binding 3).

@@ -120,6 +120,21 @@ GuardSite::GuardSite(const char* name) : prev(cur().site_bit) {
     cur().sites_used |= cur().site_bit;
 }
 GuardSite::~GuardSite() { cur().site_bit = prev; }
+void clock_stamps(uint32_t binding) {
+    Module& m = mod();
+    m.capability(5055);  // ShaderClockKHR
+    m.extension("SPV_KHR_shader_clock");
+    Arr<K::u32> a = buffer<K::u32>(binding, false, "clock_stamps");
+    cur().clock_buf = a.var, cur().clock_storage = a.storage;
+}
+void stamp(uint32_t slot) {
+    if (!cur().clock_buf) return;
+    Module& m = mod();
+    U32 now = lo(UVec2(op(5056, type(K::u2), {m.c_u32(3)})));  // OpReadClockKHR, Subgroup scope
+    Arr<K::u32> a;
+    a.var = cur().clock_buf, a.storage = cur().clock_storage;
+    if_(local_id() == 0u, [&] { a.set(u32c(slot), now); });
+}
 Unguarded::Unguarded() { ++cur().unguarded; }
 Unguarded::~Unguarded() { --cur().unguarded; }
 

@@ -79,6 +79,7 @@ public:
     bool has_f64 = false;        // the module declares Float64
     uint32_t guard_flag = 0;     // the function variable (u32) holding the raised sites' bits
     uint32_t site_bit = 1;       // the GuardSite in force (bit 0: none named)
+    uint32_t clock_buf = 0, clock_storage = 0;  // clock_stamps' buffer (0: none)
     uint32_t sites_used = 1;     // every site bit this kernel may raise
     uint32_t next_binding = 0;   // one past the highest binding the kernel declared
     int unguarded = 0;           // > 0: values computed and then discarded (see Unguarded)
@@ -104,6 +105,11 @@ struct GuardSite {
     uint32_t prev;
 };
 const std::vector<std::string>& guard_site_names();
+
+// Measuring (VK_KHR_shader_clock): after clock_stamps(binding), stamp(i) has invocation 0 write
+// the subgroup clock's low word into word i of that buffer (a no-op in a kernel without it).
+void clock_stamps(uint32_t binding);
+void stamp(uint32_t slot);
 // guard_f32: the checks a buffer load makes (a subnormal or a NaN raises the flag), for a value
 // loaded under Unguarded and kept; returns v.
 F32 guard_load(F32 v);

@@ -76,6 +76,7 @@ const CardType& card_type(quant::Type t) {
 constexpr int TOKEN_SPIN_US = 50000;
 // The guard's flag buffer: word 0 and a word per guard site (gpu::shader::GUARD_FLAG_WORDS).
 constexpr size_t FLAG_BYTES = gpu::shader::GUARD_FLAG_WORDS * 4;
+constexpr size_t CLOCK_STAMPS = 16;
 
 struct GpuForward::Impl {
     gpu::Gpu gpu;
@@ -92,7 +93,7 @@ struct GpuForward::Impl {
     gpu::Buffer x;        // [n_embd] the residual stream; the host writes the embedding row
     gpu::Buffer state;    // words: position, cached positions, -, -, the rope table [head_dim]
     gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
-    gpu::Buffer xn;       // [n_embd] a normed input, where the norm does not quantize it itself
+    gpu::Buffer xn;       // [n_embd] a normed input
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
     gpu::Buffer act16;    // its f16 rounding, two to a word
@@ -103,7 +104,13 @@ struct GpuForward::Impl {
     gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
     gpu::Buffer kc, vc;
     gpu::Buffer logits;   // [n_vocab] host-cached
-    gpu::Buffer flag;     // [1] the guarded kernels' subnormal flag
+    gpu::Buffer flag;     // the guarded kernels' subnormal flag (FLAG_BYTES)
+    // BANKML_GPU_CLOCK=1 (measuring): the clock stamps of the token's last stamped kernel (the
+    // output norm: rms_norm's phases), and the sum over tokens of each stamp's distance from
+    // stamp 0, in clocks.
+    gpu::Buffer clock;
+    std::vector<double> clock_sum;
+    size_t clock_tokens = 0;
     std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
     CardMatrix out_w;
     // The token: `seq` with the fast build; where that is the guarded one, `exact_seq` with the
@@ -168,6 +175,7 @@ struct GpuForward::Impl {
     std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
     std::map<std::string, size_t> flags_by_kernel;
     gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
+        if (go::op_kernel(n).stamps && build.clock) bufs.push_back(&clock);
         const std::string base = n.size() > 3 && n.compare(n.size() - 3, 3, "_q8") == 0 ? n.substr(0, n.size() - 3) : n;
         if (go::has_guard(build) && exact_in_fast.find("," + base + ",") != std::string::npos)
             return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
@@ -231,15 +239,9 @@ struct GpuForward::Impl {
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
     }
-    // The norm and its product's input: one dispatch where the row fits rms_norm_q8.
     void norm_prep(std::vector<gpu::Step>& s, uint32_t w_off, bool residual) {
-        const uint32_t E = (uint32_t)hp.n_embd;
-        if (E > go::NORM_MAX_Q8) {
-            s.push_back(norm(w_off, residual));
-            s.push_back(prep(xn, E));
-            return;
-        }
-        s.push_back(op("rms_norm_q8", {&x, &o, &norms, &table, &q8, &d8, &act16}, {E, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1));
+        s.push_back(norm(w_off, residual));
+        s.push_back(prep(xn, (size_t)hp.n_embd));
     }
 };
 
@@ -269,8 +271,9 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     // A card that needs soft f32 runs the guarded build, and the exact one when its flag is up;
     // BANKML_GPU_EXACT_F32=1 runs the exact build on every token (for measuring the guard's gain).
     d.exact = build;
-    d.fast = go::guarded(build);
-    if (const char* e = std::getenv("BANKML_GPU_EXACT_F32"); e && std::string(e) == "1") d.fast = build;
+    d.exact.clock = d.gpu.has_shader_clock();  // BANKML_GPU_CLOCK=1 (measuring)
+    d.fast = go::guarded(d.exact);
+    if (const char* e = std::getenv("BANKML_GPU_EXACT_F32"); e && std::string(e) == "1") d.fast = d.exact;
     d.replayable = go::has_guard(d.fast);
     // BANKML_GPU_EXACT_KERNELS=attention,... (measuring): kernels the guarded token runs with the
     // exact build from the start.
@@ -325,6 +328,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.vc = d.gpu.buffer(L * layer_words * 4);
     d.cache = d.kc.bytes + d.vc.bytes;
     d.logits = d.gpu.readback_buffer(V * 4);
+    d.clock = d.gpu.readback_buffer(CLOCK_STAMPS * 4);
     d.flag = d.gpu.readback_buffer(FLAG_BYTES);
     std::memset(d.flag.mapped, 0, FLAG_BYTES);
 
@@ -461,6 +465,11 @@ bool GpuForward::copy_cache(bool to_card, int p0, int p1, uint16_t* k, uint16_t*
 
 GpuForward::~GpuForward() {
     Impl& d = *d_;
+    if (d.clock_tokens) {
+        std::fprintf(stderr, "bankml: GPU clock stamps of the output norm (average clocks after stamp 0 over %zu tokens):", d.clock_tokens);
+        for (size_t i = 1; i <= 8 && i < d.clock_sum.size(); ++i) std::fprintf(stderr, " %zu:%.0f", i, d.clock_sum[i] / double(d.clock_tokens));
+        std::fprintf(stderr, "\n");
+    }
     if (d.host_profile && d.host_tokens) {
         const double n = double(d.host_tokens);
         std::fprintf(stderr, "bankml: GPU token wall time over %zu tokens: %.1f us in step() before the submit, %.1f us from the submit to the wait's end (card %.1f us), %.1f us after; %.1f us outside step() between tokens; %zu tokens ran the exact build directly, %zu the exact attention, %zu again after a flag\n",
@@ -531,6 +540,12 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
         const std::vector<double> us = d.gpu.step_us();
         for (size_t i = 0; i < us.size() && i < d.step_names.size(); ++i) d.profile_us[d.step_names[i]] += us[i];
         d.profiled_tokens += !us.empty();
+    }
+    if (d.exact.clock) {
+        const uint32_t* c = static_cast<const uint32_t*>(d.clock.mapped);
+        d.clock_sum.resize(CLOCK_STAMPS);
+        for (size_t i = 0; i < CLOCK_STAMPS; ++i) d.clock_sum[i] += double(uint32_t(c[i] - c[0]));
+        ++d.clock_tokens;
     }
     uint32_t* flag = static_cast<uint32_t*>(d.flag.mapped);
     if (d.inject_at >= 0 && d.inject_what == "subnormal" && d.inject_at-- == 0) *flag = 1;

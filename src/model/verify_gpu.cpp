@@ -302,38 +302,6 @@ PreparedAct prepared(const std::vector<float>& y) {
     return p;
 }
 
-// rms_norm_q8: the norm's y quantized in the same workgroup, against the CPU's norm then its
-// quantization.
-void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
-    std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096} : std::vector<size_t>{1024, 4096};
-    const char* kinds[] = {"random", "spread exponents", "huge first", "subnormal squares", "zeros", "equal", "residual random",
-                           "residual cancel", "residual spread"};
-    const float eps = 1e-6f;
-    const uint32_t w_off = 3;
-    for (size_t n : ns)
-        for (const char* kind : kinds) {
-            const bool residual = std::strncmp(kind, "residual", 8) == 0;
-            std::vector<float> x, add, w(w_off + n);
-            norm_data(rng, kind, n, x, add);
-            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
-            std::vector<float> xc = x, y(n);
-            if (residual)
-                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
-            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
-            const PreparedAct want = prepared(y);
-            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)),
-                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("rms_norm_q8", {bx, ba, bw, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u}, 1);
-            std::vector<Out> outs{{"q8", Runner::read(*bq, n), want.q8, Word::i32},
-                                  {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
-                                  {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
-                                  {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}};
-            if (residual) outs.push_back({"x", Runner::read(*bx, n), words_of(xc), Word::f32});
-            R.check("rms_norm_q8", "1×" + std::to_string(n) + " (" + kind + ")", ms, std::move(outs));
-            R.release();
-        }
-}
-
 // The norm's ordered double sum alone, every bit of it, on the norm's data (a norm's float output
 // moves only when its sum moves by a large part of a float's last place).
 void verify_sum_squares(Runner& R, Rng& rng, bool full) {
@@ -785,7 +753,6 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     Rng rng(20261201);
     auto want = [&](const char* k) { return opt.only.empty() || opt.only == k; };
     if (want("rms_norm")) verify_rms_norm(R, rng, opt.full);
-    if (want("rms_norm_q8")) verify_rms_norm_q8(R, rng, opt.full);
     if (want("sum_squares")) verify_sum_squares(R, rng, opt.full);
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
