@@ -772,18 +772,13 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         M = select(up, sv, Mo);
     });
     barrier();
-    auto shared_inv = workgroup<K::f32>(1);
-    site.emplace("attention sum");
-    if_(t == 0u, [&] {
-        auto S = var(f32c(0.0f));
-        for_(u32c(0), n_kv, [&](U32 i) { S = fma_f32(S.get(), scratch[ms_at + i], scratch[vs_at + i]); });
-        F32 Sv = S.get();
-        shared_inv.set(u32c(0), select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv)));
-    });
+    // Each output element walks the positions in order; beside it, the same walk of the softmax's
+    // sum S = fma(S, ms, vs) (every invocation makes the same S, so none waits for another's).
     auto ys = workgroup<K::f32>(HEAD_MAX);
     site.emplace("attention walk");
     for_(t, D, u32c(ATT_LOCAL), [&](U32 d) {
         auto y = var(f32c(0.0f));
+        auto S = var(f32c(0.0f));
         U32 word = head + (d >> 1u);
         Bool low = (d & 1u) == 0u;
         // ATT_WALK positions at a time, their loads issued before the walk (a position past n_kv
@@ -802,22 +797,21 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
             for (uint32_t k = 0; k < ATT_WALK; ++k)
                 if_(in[k], [&] {
                     F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
-                    F32 m = guard_load(ms[k]);
+                    F32 m = guard_load(ms[k]), w = guard_load(vs[k]);
                     // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
                     if_(bits(m) != 0x3f800000u, [&] { y = att_rescale(y.get(), m, guarded); });
-                    y = att_add(v, guard_load(vs[k]), y.get(), guarded);
+                    y = att_add(v, w, y.get(), guarded);
+                    GuardSite sum_site("attention sum");
+                    S = fma_f32(S.get(), m, w);
                 });
         });
-        ys.set(d, y.get());
+        GuardSite out_site("attention out");
+        F32 Sv = S.get();
+        F32 inv = select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv));
+        if (q8) ys.set(d, y.get() * inv);
+        else out->set(hq * D + d, y.get() * inv);
     });
-    barrier();
-    F32 inv = shared_inv[u32c(0)];
-    site.emplace("attention out");
-    if (!q8) {
-        for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { out->set(hq * D + d, ys[d] * inv); });
-        return s.finish();
-    }
-    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) { ys.set(d, ys[d] * inv); });
+    if (!q8) return s.finish();
     barrier();
     site.emplace("attention quantization");
     auto sd = workgroup<K::f32>(HEAD_MAX / 32), sid = workgroup<K::f32>(HEAD_MAX / 32);
