@@ -707,6 +707,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::i32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
                          buffer<K::u32>(8, false, "f16")};
     else out = buffer<K::f32>(5, false, "out");
+    if (b.clock && q8) clock_stamps(9);
     push_constants(6);
     U32 D = push(0), NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
     F32 scale = f32_bits(push(5));
@@ -718,8 +719,10 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     U32 sc_at = hq * n_ctx, ms_at = (NH + hq) * n_ctx, vs_at = (NH * 2u + hq) * n_ctx;
     auto qs = workgroup<K::f32>(HEAD_MAX);
     std::optional<GuardSite> site(std::in_place, "attention q");
+    stamp(16);
     for_(t, D, u32c(ATT_LOCAL), [&](U32 i) { qs.set(i, f16_round(q[hq * D + i])); });
     barrier();
+    stamp(17);
     // Scores.
     site.emplace("attention scores");
     for_(t, n_kv, u32c(ATT_LOCAL), [&](U32 ic) {
@@ -739,6 +742,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         scratch.set(sc_at + ic, (sum * scale) + f32c(0.0f));
     });
     barrier();
+    stamp(18);
     // Prefix maxima: each invocation a contiguous run of positions.
     site.emplace("attention maxima");
     U32 per = (n_kv + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL);
@@ -760,6 +764,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         mx.set(t, select(other > mine, other, mine));
         barrier();
     }
+    stamp(19);
     auto M = var(select(t > 0u, mx[select(t > 0u, t - 1u, u32c(0))], f32c(NEG_INF)));
     site.emplace("attention expf");
     for_(lo, hi, [&](U32 i) {
@@ -772,6 +777,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         M = select(up, sv, Mo);
     });
     barrier();
+    stamp(20);
     // Each output element walks the positions in order; beside it, the same walk of the softmax's
     // sum S = fma(S, ms, vs) (every invocation makes the same S, so none waits for another's).
     auto ys = workgroup<K::f32>(HEAD_MAX);
@@ -813,9 +819,11 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     });
     if (!q8) return s.finish();
     barrier();
+    stamp(21);
     site.emplace("attention quantization");
     auto sd = workgroup<K::f32>(HEAD_MAX / 32), sid = workgroup<K::f32>(HEAD_MAX / 32);
     quantize_lanes(ys, D >> 2u, hq * (D >> 2u), t, ATT_LOCAL, HEAD_MAX / 4, *act, sd, sid);
+    stamp(22);
     return s.finish();
 }
 std::vector<uint32_t> attention(const Build& b) { return attention_kernel(b, false); }
@@ -877,7 +885,7 @@ const std::vector<OpKernel>& op_kernels() {
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
         {"attention", 6, 6, ATT_LOCAL, attention},
-        {"attention_q8", 9, 6, ATT_LOCAL, attention_q8},
+        {"attention_q8", 9, 6, ATT_LOCAL, attention_q8, true},
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
     };

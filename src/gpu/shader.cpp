@@ -133,7 +133,7 @@ void stamp(uint32_t slot) {
     U32 now = lo(UVec2(op(5056, type(K::u2), {m.c_u32(3)})));  // OpReadClockKHR, Subgroup scope
     Arr<K::u32> a;
     a.var = cur().clock_buf, a.storage = cur().clock_storage;
-    if_(local_id() == 0u, [&] { a.set(u32c(slot), now); });
+    if_(local_id() == 0u && group_id() == 0u, [&] { a.set(u32c(slot), now); });
 }
 Unguarded::Unguarded() { ++cur().unguarded; }
 Unguarded::~Unguarded() { --cur().unguarded; }

@@ -107,7 +107,8 @@ struct GuardSite {
 const std::vector<std::string>& guard_site_names();
 
 // Measuring (VK_KHR_shader_clock): after clock_stamps(binding), stamp(i) has invocation 0 write
-// the subgroup clock's low word into word i of that buffer (a no-op in a kernel without it).
+// the subgroup clock's low word into word i of that buffer, in workgroup 0 (a no-op in a kernel
+// without it; clocks of different multiprocessors are not comparable).
 void clock_stamps(uint32_t binding);
 void stamp(uint32_t slot);
 // guard_f32: the checks a buffer load makes (a subnormal or a NaN raises the flag), for a value

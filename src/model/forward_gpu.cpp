@@ -76,7 +76,7 @@ const CardType& card_type(quant::Type t) {
 constexpr int TOKEN_SPIN_US = 50000;
 // The guard's flag buffer: word 0 and a word per guard site (gpu::shader::GUARD_FLAG_WORDS).
 constexpr size_t FLAG_BYTES = gpu::shader::GUARD_FLAG_WORDS * 4;
-constexpr size_t CLOCK_STAMPS = 16;
+constexpr size_t CLOCK_STAMPS = 32;  // rms_norm's at 0-8, attention_q8's at 16-22
 
 struct GpuForward::Impl {
     gpu::Gpu gpu;
@@ -468,6 +468,8 @@ GpuForward::~GpuForward() {
     if (d.clock_tokens) {
         std::fprintf(stderr, "bankml: GPU clock stamps of the output norm (average clocks after stamp 0 over %zu tokens):", d.clock_tokens);
         for (size_t i = 1; i <= 8 && i < d.clock_sum.size(); ++i) std::fprintf(stderr, " %zu:%.0f", i, d.clock_sum[i] / double(d.clock_tokens));
+        std::fprintf(stderr, "\nbankml: GPU clock stamps of the last layer's attention (after stamp 16):");
+        for (size_t i = 17; i <= 22 && i < d.clock_sum.size(); ++i) std::fprintf(stderr, " %zu:%.0f", i, d.clock_sum[i] / double(d.clock_tokens));
         std::fprintf(stderr, "\n");
     }
     if (d.host_profile && d.host_tokens) {
@@ -544,7 +546,7 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     if (d.exact.clock) {
         const uint32_t* c = static_cast<const uint32_t*>(d.clock.mapped);
         d.clock_sum.resize(CLOCK_STAMPS);
-        for (size_t i = 0; i < CLOCK_STAMPS; ++i) d.clock_sum[i] += double(uint32_t(c[i] - c[0]));
+        for (size_t i = 0; i < CLOCK_STAMPS; ++i) d.clock_sum[i] += double(uint32_t(c[i] - c[i < 16 ? 0 : 16]));
         ++d.clock_tokens;
     }
     uint32_t* flag = static_cast<uint32_t*>(d.flag.mapped);
