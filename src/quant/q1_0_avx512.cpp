@@ -116,6 +116,11 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
     if (s.bits.size() < P * nb * 4) s.bits.resize(P * nb * 4), s.d0s.resize(P * nb * 2);
     uint64_t* const bits = s.bits.data();
     float* const d0s = s.d0s.data();
+    // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
+    // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
+    alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
+    for (int w = 0; w < 32; ++w) bw[w] = uint16_t((w % 4 < 2 ? 0 : 32) + 9 * (w / 16) + 1 + 2 * (w % 16 / 4) + w % 2);
+    const __m512i pair_bits = _mm512_load_si512(bw), pair_scales2 = _mm512_load_si512(sw);
     for (size_t c = 0; c < ncols; ++c) {
         if (has_m128[c] || !finite[c]) {
             s.other.push_back(c);
@@ -128,10 +133,25 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
         const BlockQ1_0* rows[2 * P];
         for (size_t j = 0; j < 2 * P; ++j) rows[j] = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
         // Per pair and block: the two rows' sign bits interleaved four bytes at a time (one 64-bit
-        // word per sub-block, row A's bits low) and their two scales.
+        // word per sub-block, row A's bits low) and their two scales. Two blocks at a time from
+        // one load per row: a block is nine 16-bit words (the scale, then the bits), so one word
+        // permutation of the two rows' 36 bytes gives both blocks' interleaved bits, and another
+        // their four scales.
         for (int j = 0; j < P; ++j) {
             const BlockQ1_0 *ra = rows[2 * j], *rb = rows[2 * j + 1];
-            for (size_t ib = 0; ib < nb; ++ib) {
+            size_t ib = 0;
+            for (; ib + 2 <= nb; ib += 2) {
+                __m512i a, b;
+                if (ib + 4 <= nb) {  // 64 bytes from block ib stay inside the row
+                    a = _mm512_loadu_si512(ra + ib), b = _mm512_loadu_si512(rb + ib);
+                } else {
+                    a = _mm512_maskz_loadu_epi8(0xfffffffffull, ra + ib), b = _mm512_maskz_loadu_epi8(0xfffffffffull, rb + ib);
+                }
+                _mm512_storeu_si512(bits + (j * nb + ib) * 4, _mm512_permutex2var_epi16(a, pair_bits, b));
+                const __m512i d = _mm512_permutex2var_epi16(a, pair_scales2, b);
+                _mm_storeu_ps(d0s + (j * nb + ib) * 2, _mm_cvtph_ps(_mm512_castsi512_si128(d)));
+            }
+            for (; ib < nb; ++ib) {
                 const __m128i a = _mm_loadu_si128((const __m128i*)ra[ib].qs);
                 const __m128i b = _mm_loadu_si128((const __m128i*)rb[ib].qs);
                 _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4), _mm_unpacklo_epi32(a, b));
