@@ -605,15 +605,25 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
             detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::Avx512Vnni);
             bool parts_ok = true;
             for (size_t i = 0; i < nbx * c.ncols; ++i) {
+                // Sub-block i's place in the records: block i / 4 of all the columns', sub-block i % 4.
+                const uint8_t* rec = p.part<uint8_t>(3) + i / 4 * detail::Q1_TILE_REC;
+                const size_t k = i % 4;
+                parts_ok &= std::memcmp(rec + 64 * k, xb[i].qs, QK8_0) == 0;
                 for (size_t lane = 0; lane < 8; ++lane) {
                     int t = 0;
                     for (size_t e = 0; e < 4; ++e) t += xb[i].qs[lane * 4 + e];
-                    parts_ok &= p.part<int32_t>(1)[i * 8 + lane] == -t && p.part<int32_t>(3)[i * 8 + lane] == 0x4B400000 - t;
+                    int32_t init;
+                    std::memcpy(&init, rec + 64 * k + 32 + 4 * lane, 4);
+                    parts_ok &= p.part<int32_t>(1)[i * 8 + lane] == -t && init == 0x4B400000 - t;
                 }
-                const float d = p.part<float>(0)[i], ndm = p.part<float>(4)[i];
-                parts_ok &= std::isnan(d) ? std::isnan(ndm) : (d == f16_to_f32(xb[i].d) && ndm == d * -12582912.0f);
+                float d1, ndm;
+                std::memcpy(&d1, rec + 256 + 4 * k, 4);
+                std::memcpy(&ndm, rec + 272 + 4 * k, 4);
+                const float d = p.part<float>(0)[i];
+                parts_ok &= std::isnan(d) ? std::isnan(ndm) && std::isnan(d1)
+                                          : (d == f16_to_f32(xb[i].d) && d1 == d && ndm == d * -12582912.0f);
             }
-            for (size_t col = 0; col < c.ncols; ++col) parts_ok &= p.part<uint8_t>(5)[col] == (col != 2 && col != 3 && col != 5);
+            for (size_t col = 0; col < c.ncols; ++col) parts_ok &= p.part<uint8_t>(4)[col] == (col != 2 && col != 3 && col != 5);
             CHECK(parts_ok);
         }
         bool zeros = true;  // column 1's outputs are all +0 in the reference

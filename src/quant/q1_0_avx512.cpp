@@ -94,47 +94,64 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
 // Several columns at avx512vnni: four rows (two pairs) at a time, their bits and scales gathered
 // once, then the columns without a -128 quant and with finite scales in tiles of four
 // (vnni::tile_rows: every output of the tile in registers for the whole row), the others one at a
-// time through the non-VNNI loop; a short last group repeats its last row.
+// time through the non-VNNI loop; a short last group repeats its last row. The first tile of a
+// group prefetches the next group's rows, so that its gathering finds them in the cache: the
+// gathering has no arithmetic beside it to overlap its loads with.
 void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx,
                 const Prepared& p, size_t ncols, float* y, size_t ldy) {
     const float* xd = p.part<float>(0);
     const uint8_t* has_m128 = p.part<uint8_t>(2);
-    const int32_t* init = p.part<int32_t>(3);
-    const float* ndm = p.part<float>(4);
-    const uint8_t* finite = p.part<uint8_t>(5);
+    const uint8_t* rec = p.part<uint8_t>(3);
+    const uint8_t* finite = p.part<uint8_t>(4);
     constexpr int P = 2, C = 4;
     struct Scratch {
-        std::vector<uint64_t> bits;                 // per pair, block and sub-block: both rows' 32 bits
-        std::vector<float> d0s;                     // per pair and block: both rows' scales
-        std::vector<size_t> tiled, other;           // the columns the tiles take, and the others
-        std::vector<const BlockQ8_0*> x;            // per tiled column: its quants,
-        std::vector<const float*> xd;               // its f32 scales,
-        std::vector<const int32_t*> init;           // MAGIC_BITS - its lane sums
-        std::vector<const float*> ndm;              // and its scales times -MAGIC
+        std::vector<uint64_t> bits;        // per pair, block and sub-block: both rows' 32 bits
+        std::vector<float> d0s;            // per pair and block: both rows' scales
+        std::vector<size_t> tiled, other;  // the columns the tiles take, and the others
+        std::vector<const uint8_t*> xr;    // per tiled column: its records (Q1_TILE_REC)
     };
     static thread_local Scratch tls;
     Scratch& s = tls;  // once: each use of a thread_local with a constructor goes through a wrapper
+    s.tiled.clear(), s.other.clear(), s.xr.clear();
     if (s.bits.size() < P * nb * 4) s.bits.resize(P * nb * 4), s.d0s.resize(P * nb * 2);
-    s.tiled.clear(), s.other.clear(), s.x.clear(), s.xd.clear(), s.init.clear(), s.ndm.clear();
+    uint64_t* const bits = s.bits.data();
+    float* const d0s = s.d0s.data();
+    // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
+    // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
+    alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
+    for (int w = 0; w < 32; ++w) bw[w] = uint16_t((w % 4 < 2 ? 0 : 32) + 9 * (w / 16) + 1 + 2 * (w % 16 / 4) + w % 2);
+    const __m512i pair_bits = _mm512_load_si512(bw), pair_scales2 = _mm512_load_si512(sw);
     for (size_t c = 0; c < ncols; ++c) {
         if (has_m128[c] || !finite[c]) {
             s.other.push_back(c);
             continue;
         }
         s.tiled.push_back(c);
-        s.x.push_back(xb + c * nbx), s.xd.push_back(xd + c * nbx);
-        s.init.push_back(init + c * nbx * 8), s.ndm.push_back(ndm + c * nbx);
+        s.xr.push_back(rec + c * nb * Q1_TILE_REC);
     }
-    uint64_t* const bits = s.bits.data();
-    float* const d0s = s.d0s.data();
     for (size_t g = r0; g < r1; g += 2 * P) {
         const BlockQ1_0* rows[2 * P];
         for (size_t j = 0; j < 2 * P; ++j) rows[j] = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
         // Per pair and block: the two rows' sign bits interleaved four bytes at a time (one 64-bit
-        // word per sub-block, row A's bits low) and their two scales.
+        // word per sub-block, row A's bits low) and their two scales. Two blocks at a time from
+        // one load per row: a block is nine 16-bit words (the scale, then the bits), so one word
+        // permutation of the two rows' 36 bytes gives both blocks' interleaved bits, and another
+        // their four scales.
         for (int j = 0; j < P; ++j) {
             const BlockQ1_0 *ra = rows[2 * j], *rb = rows[2 * j + 1];
-            for (size_t ib = 0; ib < nb; ++ib) {
+            size_t ib = 0;
+            for (; ib + 2 <= nb; ib += 2) {
+                __m512i a, b;
+                if (ib + 4 <= nb) {  // 64 bytes from block ib stay inside the row
+                    a = _mm512_loadu_si512(ra + ib), b = _mm512_loadu_si512(rb + ib);
+                } else {
+                    a = _mm512_maskz_loadu_epi8(0xfffffffffull, ra + ib), b = _mm512_maskz_loadu_epi8(0xfffffffffull, rb + ib);
+                }
+                _mm512_storeu_si512(bits + (j * nb + ib) * 4, _mm512_permutex2var_epi16(a, pair_bits, b));
+                const __m512i d = _mm512_permutex2var_epi16(a, pair_scales2, b);
+                _mm_storeu_ps(d0s + (j * nb + ib) * 2, _mm_cvtph_ps(_mm512_castsi512_si128(d)));
+            }
+            for (; ib < nb; ++ib) {
                 const __m128i a = _mm_loadu_si128((const __m128i*)ra[ib].qs);
                 const __m128i b = _mm_loadu_si128((const __m128i*)rb[ib].qs);
                 _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4), _mm_unpacklo_epi32(a, b));
@@ -143,19 +160,21 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
                 d0s[(j * nb + ib) * 2 + 1] = _cvtsh_ss(rb[ib].d);
             }
         }
+        // The next group's rows: pf_step bytes of them per block of this group's first tile.
+        const size_t next = g + 2 * P < r1 ? std::min<size_t>(2 * P, r1 - g - 2 * P) : 0;
+        const char* pf = next ? (const char*)(wb + (g + 2 * P) * nb) : nullptr;
+        const size_t pf_step = next * sizeof(BlockQ1_0);
         float out[C * 2 * P];
         for (size_t t = 0; t < s.tiled.size(); t += C) {
             const size_t n = std::min<size_t>(C, s.tiled.size() - t);
-            const BlockQ8_0* const* x = s.x.data() + t;
-            const float* const* d = s.xd.data() + t;
-            const int32_t* const* in = s.init.data() + t;
-            const float* const* nd = s.ndm.data() + t;
+            const uint8_t* const* xr = s.xr.data() + t;
             switch (n) {
-                case C: vnni::tile_rows<P, C>(nb, bits, d0s, x, d, in, nd, out); break;
-                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, x, d, in, nd, out); break;
-                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, x, d, in, nd, out); break;
-                default: vnni::tile_rows<P, 1>(nb, bits, d0s, x, d, in, nd, out); break;
+                case C: vnni::tile_rows<P, C>(nb, bits, d0s, xr, pf, pf_step, out); break;
+                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, xr, pf, pf_step, out); break;
+                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, xr, pf, pf_step, out); break;
+                default: vnni::tile_rows<P, 1>(nb, bits, d0s, xr, pf, pf_step, out); break;
             }
+            pf = nullptr;
             for (size_t c = 0; c < n; ++c)
                 for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[s.tiled[t + c] * ldy + g + j] = out[c * 2 * P + j];
         }

@@ -22,9 +22,10 @@
 namespace bankml::quant::detail {
 
 // q1_0_prepare's per-block work with AVX2: the lane sums from maddubs(1, q) then madd(., 1) (exact
-// int sums of the same four bytes), the -128 test from one byte compare.
+// int sums of the same four bytes), the -128 test from one byte compare; with `rec`, the tiles'
+// records' quants and MAGIC_BITS - T lanes (kernels_impl.h).
 BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t nbx, float* d, int32_t* negt,
-                                            uint8_t* has_m128, int32_t* init) {
+                                            uint8_t* has_m128, uint8_t* rec) {
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1), m128 = _mm256_set1_epi8(-128);
     const __m256i magic = _mm256_set1_epi32(Q1_MAGIC_BITS);
     for (size_t i = 0; i < n; ++i) {
@@ -34,7 +35,11 @@ BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t
         const __m256i nt = _mm256_sub_epi32(_mm256_setzero_si256(),
                                             _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16));
         _mm256_storeu_si256((__m256i*)(negt + i * 8), nt);
-        if (init) _mm256_storeu_si256((__m256i*)(init + i * 8), _mm256_add_epi32(magic, nt));
+        if (rec) {
+            uint8_t* r = rec + i / 4 * Q1_TILE_REC + i % 4 * 64;
+            _mm256_store_si256((__m256i*)r, q);
+            _mm256_store_si256((__m256i*)(r + 32), _mm256_add_epi32(magic, nt));
+        }
         if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(q, m128))) has_m128[i / nbx] = 1;
     }
 }
@@ -42,27 +47,28 @@ BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t
 // Parts: 0 the f32 of every Q8_0 scale (all columns); with VNNI, 1 each sub-block's eight negated
 // lane sums -T of its quants and 2 per column whether it holds a -128 quant (then a non-VNNI loop
 // runs it: the VNNI identity below does not reproduce the -(-128) wrap). At avx512vnni with
-// several columns, for the tiles of q1_0_avx512.cpp: 3 each sub-block's lanes as MAGIC_BITS - T,
-// 4 each scale times -MAGIC, and 5 per column whether its scales are all finite. The values do not
-// depend on the CPU; the AVX2 loop computes them where the CPU has AVX2.
+// several columns, for the tiles of q1_0_avx512.cpp: 3 the records of kernels_impl.h (per column
+// and weight block: the four sub-blocks' quants, MAGIC_BITS - T lanes, scales and scales times
+// -MAGIC), and 4 per column whether its scales are all finite. The values do not depend on the
+// CPU; the AVX2 loop computes them where the CPU has AVX2.
 void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
     const size_t n = cols / QK8_0 * ncols, nbx = cols / QK8_0;
     const bool vnni = isa == Isa::AvxVnni || isa == Isa::Avx512Vnni;
     const bool tiles = isa == Isa::Avx512Vnni && ncols > 1;
     p.isa = isa, p.cols = cols, p.ncols = ncols;
-    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n * 8 * sizeof(int32_t) : 0,
-              tiles ? n * sizeof(float) : 0, tiles ? ncols : 0});
+    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
+              tiles ? ncols : 0});
     float* d = p.part<float>(0);
     int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
     uint8_t* has_m128 = p.part<uint8_t>(2);
-    int32_t* init = tiles ? p.part<int32_t>(3) : nullptr;
+    uint8_t* rec = tiles ? p.part<uint8_t>(3) : nullptr;
     std::memset(has_m128, 0, ncols);
     if (isa_supported(Isa::Avx2)) {
-        prepare_blocks_avx2(x, n, nbx, d, negt, has_m128, init);
+        prepare_blocks_avx2(x, n, nbx, d, negt, has_m128, rec);
     } else {
         for (size_t i = 0; i < n; ++i) d[i] = f16_to_f32(x[i].d);
         if (vnni)
-            for (size_t i = 0; i < n; ++i)
+            for (size_t i = 0; i < n; ++i) {
                 for (size_t lane = 0; lane < 8; ++lane) {
                     int32_t t = 0;
                     for (size_t e = lane * 4; e < lane * 4 + 4; ++e) {
@@ -70,15 +76,21 @@ void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
                         if (x[i].qs[e] == -128) has_m128[i / nbx] = 1;
                     }
                     negt[i * 8 + lane] = -t;
-                    if (init) init[i * 8 + lane] = Q1_MAGIC_BITS - t;
+                    if (rec) {
+                        const int32_t v = Q1_MAGIC_BITS - t;
+                        std::memcpy(rec + i / 4 * Q1_TILE_REC + i % 4 * 64 + 32 + lane * 4, &v, 4);
+                    }
                 }
+                if (rec) std::memcpy(rec + i / 4 * Q1_TILE_REC + i % 4 * 64, x[i].qs, QK8_0);
+            }
     }
     if (!tiles) return;
-    float* ndm = p.part<float>(4);
-    uint8_t* finite = p.part<uint8_t>(5);
+    uint8_t* finite = p.part<uint8_t>(4);
     std::memset(finite, 1, ncols);
     for (size_t i = 0; i < n; ++i) {
-        ndm[i] = d[i] * -Q1_MAGIC;
+        const float ndm = d[i] * -Q1_MAGIC;
+        std::memcpy(rec + i / 4 * Q1_TILE_REC + 256 + i % 4 * 4, &d[i], 4);
+        std::memcpy(rec + i / 4 * Q1_TILE_REC + 272 + i % 4 * 4, &ndm, 4);
         if (!std::isfinite(d[i])) finite[i / nbx] = 0;
     }
 }
