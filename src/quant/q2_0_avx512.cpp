@@ -25,29 +25,29 @@
 namespace bankml::quant::detail {
 
 void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
-    const size_t nb = cols / QK2_0 * ncols;  // Q2_0-sized blocks of all columns
-    p.layout({nb * 16 * sizeof(float), nb * 16 * sizeof(int32_t), nb * 64});
-    float* d1v = p.part<float>(0);
+    const size_t n = cols / QK8_0 * ncols;  // Q8_0 blocks of all columns
+    p.layout({n * sizeof(float), n * sizeof(int32_t), n * QK8_0});
+    float* d = p.part<float>(0);
     int32_t* negt = p.part<int32_t>(1);
     int8_t* y = p.part<int8_t>(2);
-    q2_0_interleave(x, nb, y);
-    for (size_t bi = 0; bi < nb; ++bi) {
-        for (size_t h = 0; h < 2; ++h) {
-            const float d = f16_to_f32(x[bi * 2 + h].d);
-            for (size_t l = 0; l < 8; ++l) d1v[bi * 16 + h * 8 + l] = d;
-        }
-        for (size_t lane = 0; lane < 16; ++lane) {
-            int32_t t = 0;
-            for (size_t e = 0; e < 4; ++e) t += y[bi * 64 + 4 * lane + e];
-            negt[bi * 16 + lane] = -t;
-        }
+    for (size_t i = 0; i < n; ++i) {
+        d[i] = f16_to_f32(x[i].d);
+        int32_t t = 0;
+        for (size_t j = 0; j < QK8_0; ++j) t += x[i].qs[j];
+        negt[i] = -t;
     }
+    // Dword 4q + s of a Q2_0-sized block: byte b is the quant of weight 4(4(q % 2) + b) + s of
+    // sub-block q / 2, the weight whose code sits at shift 2s in byte b of the rows' dword q.
+    for (size_t bi = 0; bi < n / 2; ++bi)
+        for (size_t q = 0; q < 4; ++q)
+            for (size_t s = 0; s < 4; ++s)
+                for (size_t b = 0; b < 4; ++b)
+                    y[bi * 64 + 4 * (4 * q + s) + b] = x[bi * 2 + q / 2].qs[4 * (4 * (q % 2) + b) + s];
 }
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
 namespace {
-inline __m256 high256(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 namespace bw {
 #define Q2_VNNI 0
 #include "quant/q2_0_avx512.inc"
@@ -71,15 +71,22 @@ void q2_0_rows_avx512(const BlockQ2_0* wb, size_t cols, size_t r0, size_t r1, co
                       float* y, size_t ldy) {
     const size_t nb = cols / QK2_0;
     static thread_local std::vector<float> sumf;
-    if (sumf.size() < 8 * ncols) sumf.resize(8 * ncols);
+    if (sumf.size() < 16 * ncols) sumf.resize(16 * ncols);
     const bool vnni = p.isa == Isa::Avx512Vnni;
-    for (size_t g = r0; g < r1; g += 8) {
-        const BlockQ2_0* rowp[8];
-        for (size_t r = 0; r < 8; ++r) rowp[r] = wb + (g + r < r1 ? g + r : r1 - 1) * nb;
-        if (vnni) vnni::rows8(rowp, nb, p, ncols, sumf.data());
-        else bw::rows8(rowp, nb, p, ncols, sumf.data());
+    const size_t stride = nb * sizeof(BlockQ2_0);
+    static thread_local std::vector<uint8_t> tail;
+    for (size_t g = r0; g < r1; g += 16) {
+        const uint8_t* rows = reinterpret_cast<const uint8_t*>(wb + g * nb);
+        if (r1 - g < 16) {  // a short group: its rows, then the last one repeated, in a copy
+            tail.resize(16 * stride);
+            for (size_t r = 0; r < 16; ++r)
+                std::memcpy(tail.data() + r * stride, wb + (g + r < r1 ? g + r : r1 - 1) * nb, stride);
+            rows = tail.data();
+        }
+        if (ncols == 1) (vnni ? vnni::rows16<true> : bw::rows16<true>)(rows, stride, nb, p, 1, sumf.data());
+        else (vnni ? vnni::rows16<false> : bw::rows16<false>)(rows, stride, nb, p, ncols, sumf.data());
         for (size_t c = 0; c < ncols; ++c)
-            for (size_t r = 0; r < 8 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[8 * c + r];
+            for (size_t r = 0; r < 16 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[16 * c + r];
     }
 }
 
