@@ -1,14 +1,17 @@
-// The AVX-512 Q2_0 x Q8_0 kernel (levels avx512 and avx512vnni): eight rows at a time, one row per
-// f32 lane as in the AVX2 loop (q2_0_fast.cpp), with the reference's float steps lane by lane:
-// sumi = 0 + d1a*sa, sumi += d1b*sb, sumf += d0*sumi (contraction is off in this file).
+// The AVX-512 Q2_0 x Q8_0 kernel (levels avx512 and avx512vnni): sixteen rows at a time, one row per
+// f32 lane, with the reference's float steps lane by lane: sumi = 0 + d1a*sa, sumi += d1b*sb,
+// sumf += d0*sumi (contraction is off in this file), so the per-block float work is done for
+// sixteen rows at once and no lane is ever summed across.
 //
-// A whole 64-weight block of a row is one register: its 16 bytes broadcast to the four 128-bit
-// lanes and shifted right by 0, 2, 4 and 6 per lane, then masked, so that qword p holds the codes of
-// sub-block h = p % 2 at shift s = p / 2: byte b of qword p is the code of weight 4b + s of
-// sub-block h. The activations are laid out once per call to match (part 2, q2_0_interleave), with each int32
-// lane's negated quant sum -T (part 1), so that a lane's (c - 1)·q sum is one instruction; the
-// eight rows' sixteen lanes each are then summed per (row, sub-block) by a tree of permutes and
-// adds (exact integers, any order), and the two sub-blocks' scales are pre-broadcast (part 0).
+// The integer sums need the sixteen rows' codes with one row per 32-bit lane: each row's 16 code
+// bytes of a block go into one 128-bit lane (four rows per register), and a 4x4 transpose of dwords
+// inside every 128-bit lane (eight unpacks) leaves in register q dword q of each of the sixteen
+// rows. Byte b of dword q holds four codes (bits 2s, 2s + 1: weight 4(4(q % 2) + b) + s of
+// sub-block q / 2); shifted right by 2s and masked with 3 it is one byte per weight, and one
+// vpdpbusd against the four matching quants broadcast to every lane (laid out once per call,
+// q2_0_prepare_avx512) adds four products to each row's sum. Eight of them per sub-block, started
+// from the sub-block's -T (the negated sum of its quants), give sum (c - 1)·q exactly: integers,
+// so the order is free. The sixteen f16 scales come from one gather.
 #pragma GCC optimize("fp-contract=off")
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_* idiom).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -22,27 +25,31 @@
 #include "core/f16.h"
 #include "quant/kernels_impl.h"
 
+
 namespace bankml::quant::detail {
 
+// One record of Q2_REC bytes per (column, 64-weight block): 16 dwords of quants, dword 4q + s
+// holding in byte b the quant of weight 4(4(q % 2) + b) + s of sub-block q / 2 (the weight whose
+// code sits at bits 2s of byte b of the rows' dword q); then -T of each sub-block (the negated sum
+// of its 32 quants); then the f32 of each sub-block's scale.
 void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
-    const size_t n = cols / QK8_0 * ncols;  // Q8_0 blocks of all columns
-    p.layout({n * sizeof(float), n * sizeof(int32_t), n * QK8_0});
-    float* d = p.part<float>(0);
-    int32_t* negt = p.part<int32_t>(1);
-    int8_t* y = p.part<int8_t>(2);
-    for (size_t i = 0; i < n; ++i) {
-        d[i] = f16_to_f32(x[i].d);
-        int32_t t = 0;
-        for (size_t j = 0; j < QK8_0; ++j) t += x[i].qs[j];
-        negt[i] = -t;
-    }
-    // Dword 4q + s of a Q2_0-sized block: byte b is the quant of weight 4(4(q % 2) + b) + s of
-    // sub-block q / 2, the weight whose code sits at shift 2s in byte b of the rows' dword q.
-    for (size_t bi = 0; bi < n / 2; ++bi)
+    const size_t nb = cols / QK2_0 * ncols;  // 64-weight blocks of all columns
+    p.layout({nb * Q2_REC});
+    for (size_t bi = 0; bi < nb; ++bi) {
+        uint8_t* rec = p.part<uint8_t>(0) + bi * Q2_REC;
         for (size_t q = 0; q < 4; ++q)
             for (size_t s = 0; s < 4; ++s)
                 for (size_t b = 0; b < 4; ++b)
-                    y[bi * 64 + 4 * (4 * q + s) + b] = x[bi * 2 + q / 2].qs[4 * (4 * (q % 2) + b) + s];
+                    rec[4 * (4 * q + s) + b] = uint8_t(x[bi * 2 + q / 2].qs[4 * (4 * (q % 2) + b) + s]);
+        for (size_t h = 0; h < 2; ++h) {
+            int32_t t = 0;
+            for (size_t j = 0; j < QK8_0; ++j) t += x[bi * 2 + h].qs[j];
+            t = -t;
+            const float d = f16_to_f32(x[bi * 2 + h].d);
+            std::memcpy(rec + 64 + 4 * h, &t, 4);
+            std::memcpy(rec + 72 + 4 * h, &d, 4);
+        }
+    }
 }
 
 #pragma GCC push_options
