@@ -9,7 +9,7 @@
 // rows. Byte b of dword q holds four codes (bits 2s, 2s + 1: weight 4(4(q % 2) + b) + s of
 // sub-block q / 2); shifted right by 2s and masked with 3 it is one byte per weight, and one
 // vpdpbusd against the four matching quants broadcast to every lane (laid out once per call,
-// q2_0_prepare_avx512) adds four products to each row's sum. Eight of them per sub-block, started
+// q2_0_prepare in q2_0_fast.cpp) adds four products to each row's sum. Eight of them per sub-block, started
 // from the sub-block's -T (the negated sum of its quants), give sum (c - 1)·q exactly: integers,
 // so the order is free. The sixteen f16 scales come from one gather.
 #pragma GCC optimize("fp-contract=off")
@@ -25,32 +25,7 @@
 #include "core/f16.h"
 #include "quant/kernels_impl.h"
 
-
 namespace bankml::quant::detail {
-
-// One record of Q2_REC bytes per (column, 64-weight block): 16 dwords of quants, dword 4q + s
-// holding in byte b the quant of weight 4(4(q % 2) + b) + s of sub-block q / 2 (the weight whose
-// code sits at bits 2s of byte b of the rows' dword q); then -T of each sub-block (the negated sum
-// of its 32 quants); then the f32 of each sub-block's scale.
-void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
-    const size_t nb = cols / QK2_0 * ncols;  // 64-weight blocks of all columns
-    p.layout({nb * Q2_REC});
-    for (size_t bi = 0; bi < nb; ++bi) {
-        uint8_t* rec = p.part<uint8_t>(0) + bi * Q2_REC;
-        for (size_t q = 0; q < 4; ++q)
-            for (size_t s = 0; s < 4; ++s)
-                for (size_t b = 0; b < 4; ++b)
-                    rec[4 * (4 * q + s) + b] = uint8_t(x[bi * 2 + q / 2].qs[4 * (4 * (q % 2) + b) + s]);
-        for (size_t h = 0; h < 2; ++h) {
-            int32_t t = 0;
-            for (size_t j = 0; j < QK8_0; ++j) t += x[bi * 2 + h].qs[j];
-            t = -t;
-            const float d = f16_to_f32(x[bi * 2 + h].d);
-            std::memcpy(rec + 64 + 4 * h, &t, 4);
-            std::memcpy(rec + 72 + 4 * h, &d, 4);
-        }
-    }
-}
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
