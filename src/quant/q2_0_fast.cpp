@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/f16.h"
+#include "quant/dot.h"
 #include "quant/kernels_impl.h"
 
 namespace bankml::quant::detail {
@@ -71,9 +72,16 @@ namespace vnni {
 }  // namespace
 #pragma GCC pop_options
 
-void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* /*x*/, const Prepared& p,
+void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p,
                     size_t ncols, float* y, size_t ldy) {
     const auto* wb = static_cast<const BlockQ2_0*>(w);
+    // Rows over 128 MiB: the AVX-512 gather's 32-bit offsets (up to 15 rows) would not hold them.
+    if (cols / QK2_0 * sizeof(BlockQ2_0) > (size_t(1) << 27)) {
+        const auto* xb = static_cast<const BlockQ8_0*>(x);
+        for (size_t c = 0; c < ncols; ++c)
+            for (size_t r = r0; r < r1; ++r) y[c * ldy + r] = vec_dot_q2_0_ref(cols, wb + r * (cols / QK2_0), xb + c * (cols / QK8_0));
+        return;
+    }
     if (p.isa >= Isa::Avx512) return q2_0_rows_avx512(wb, cols, r0, r1, p, ncols, y, ldy);
     const size_t nb = cols / QK2_0, stride = nb * sizeof(BlockQ2_0);
     const bool vnni = p.isa == Isa::AvxVnni;
