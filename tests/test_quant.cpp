@@ -632,6 +632,65 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
     }
 }
 
+// The Q2_0 kernels work on groups of rows (sixteen at AVX-512, one row per lane): whole groups,
+// short last groups, ranges that start inside a group, and one, two and five columns, against the
+// reference at every level, in the three regimes and in a hand-made one where every sum is at its
+// extreme (all codes +2 against -128 quants, all -1 against 127, mixed per row) with scales at the
+// f16 range's ends (largest, subnormal, zero, negative zero).
+TEST(quant_q2_0_row_groups_and_extreme_sums_every_level) {
+    std::mt19937 g(43);
+    const Type t = Type::Q2_0;
+    for (size_t rows : {16, 32, 47, 73})
+        for (size_t cols : {64, 192, 2048})
+            for (int regime = 0; regime < 4; ++regime) {
+                const size_t ncols = regime == 1 ? 3 : regime == 2 ? 5 : regime == 3 ? 2 : 1;
+                auto w = rand_weights(g, t, rows, cols, Regime(regime % 3));
+                auto x = rand_acts(g, t, cols, ncols, Regime(regime % 3));
+                if (regime == 3) {  // extreme sums: whole rows of one code against whole blocks of one quant
+                    const uint16_t wd[] = {0x7bff, 0x0001, 0x0000, 0x8000, 0xfbff, 0x3c00, 0x8001};
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t b = 0; b < cols / QK2_0; ++b) {
+                            auto* blk = reinterpret_cast<BlockQ2_0*>(w.data()) + r * (cols / QK2_0) + b;
+                            blk->d = wd[(r + b) % 7];
+                            std::memset(blk->qs, r % 3 == 0 ? 0xff : r % 3 == 1 ? 0x00 : (b & 1 ? 0xff : 0x00), sizeof blk->qs);
+                        }
+                    auto* xb = reinterpret_cast<BlockQ8_0*>(x.data());
+                    for (size_t i = 0; i < ncols * cols / QK8_0; ++i) {
+                        xb[i].d = (i % 5 == 0) ? 0x0001 : (i % 5 == 1) ? 0x7bff : 0x3c00;
+                        std::memset(xb[i].qs, (i / 3) % 2 ? 0x80 : 0x7f, sizeof xb[i].qs);
+                    }
+                }
+                std::vector<float> ref(rows * ncols);
+                mat_mat(t, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
+                if (regime == 3) {  // the kind of block used there: a sub-block of +2 codes against -128 quants sums to -8192
+                    BlockQ2_0 wb{0x3c00, {}};
+                    std::memset(wb.qs, 0xff, sizeof wb.qs);
+                    BlockQ8_0 xm[2];
+                    for (auto& b : xm) b.d = 0x3c00, std::memset(b.qs, 0x80, sizeof b.qs);
+                    CHECK_EQ(vec_dot_q2_0_ref(64, &wb, xm), -16384.0f);
+                }
+                par::Pool pool(3);
+                for (Path level : fast_levels()) {
+                    std::vector<float> y(rows * ncols, -1.0f), yp(rows * ncols, -1.0f), yr(rows * ncols, -1.0f);
+                    mat_mat(t, w.data(), rows, cols, x.data(), ncols, y.data(), level);
+                    mat_mat_par(pool, t, w.data(), rows, cols, x.data(), ncols, yp.data(), level);
+                    const TypeTraits& tt = traits(t);
+                    detail::Prepared p;
+                    tt.prepare(x.data(), cols, ncols, path_isa(level), p);
+                    tt.rows_fast(w.data(), cols, 3, rows - 2, x.data(), p, ncols, yr.data(), rows);
+                    bool ranged = true;
+                    for (size_t c = 0; c < ncols; ++c)
+                        for (size_t r = 0; r < rows; ++r)
+                            ranged &= (r >= 3 && r < rows - 2) ? std::memcmp(&yr[c * rows + r], &ref[c * rows + r], 4) == 0
+                                                               : yr[c * rows + r] == -1.0f;
+                    if (!CHECK(same(ref, y) && same(ref, yp) && ranged))
+                        bt::fail(__FILE__, __LINE__, std::to_string(rows) + "x" + std::to_string(cols) + " regime " +
+                                                         std::to_string(regime) + " at " + level_name(level));
+                }
+            }
+    bt::fast_path_checked();
+}
+
 // The Q2_0 and F16 rows of every level on row ranges that start and end inside a group of eight,
 // with several columns and one.
 TEST(quant_fast_rows_partial_ranges_every_level) {

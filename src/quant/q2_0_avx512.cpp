@@ -1,14 +1,17 @@
-// The AVX-512 Q2_0 x Q8_0 kernel (levels avx512 and avx512vnni): eight rows at a time, one row per
-// f32 lane as in the AVX2 loop (q2_0_fast.cpp), with the reference's float steps lane by lane:
-// sumi = 0 + d1a*sa, sumi += d1b*sb, sumf += d0*sumi (contraction is off in this file).
+// The AVX-512 Q2_0 x Q8_0 kernel (levels avx512 and avx512vnni): sixteen rows at a time, one row per
+// f32 lane, with the reference's float steps lane by lane: sumi = 0 + d1a*sa, sumi += d1b*sb,
+// sumf += d0*sumi (contraction is off in this file), so the per-block float work is done for
+// sixteen rows at once and no lane is ever summed across.
 //
-// A whole 64-weight block of a row is one register: its 16 bytes broadcast to the four 128-bit
-// lanes and shifted right by 0, 2, 4 and 6 per lane, then masked, so that qword p holds the codes of
-// sub-block h = p % 2 at shift s = p / 2: byte b of qword p is the code of weight 4b + s of
-// sub-block h. The activations are laid out once per call to match (part 2, q2_0_interleave), with each int32
-// lane's negated quant sum -T (part 1), so that a lane's (c - 1)·q sum is one instruction; the
-// eight rows' sixteen lanes each are then summed per (row, sub-block) by a tree of permutes and
-// adds (exact integers, any order), and the two sub-blocks' scales are pre-broadcast (part 0).
+// The integer sums need the sixteen rows' codes with one row per 32-bit lane: each row's 16 code
+// bytes of a block go into one 128-bit lane (four rows per register), and a 4x4 transpose of dwords
+// inside every 128-bit lane (eight unpacks) leaves in register q dword q of each of the sixteen
+// rows. Byte b of dword q holds four codes (bits 2s, 2s + 1: weight 4(4(q % 2) + b) + s of
+// sub-block q / 2); shifted right by 2s and masked with 3 it is one byte per weight, and one
+// vpdpbusd against the four matching quants broadcast to every lane (laid out once per call,
+// q2_0_prepare in q2_0_fast.cpp) adds four products to each row's sum. Eight of them per sub-block, started
+// from the sub-block's -T (the negated sum of its quants), give sum (c - 1)·q exactly: integers,
+// so the order is free. The sixteen f16 scales come from one gather.
 #pragma GCC optimize("fp-contract=off")
 // GCC 12 warns inside its own AVX-512 headers (the _mm512_undefined_* idiom).
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -24,30 +27,9 @@
 
 namespace bankml::quant::detail {
 
-void q2_0_prepare_avx512(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p) {
-    const size_t nb = cols / QK2_0 * ncols;  // Q2_0-sized blocks of all columns
-    p.layout({nb * 16 * sizeof(float), nb * 16 * sizeof(int32_t), nb * 64});
-    float* d1v = p.part<float>(0);
-    int32_t* negt = p.part<int32_t>(1);
-    int8_t* y = p.part<int8_t>(2);
-    q2_0_interleave(x, nb, y);
-    for (size_t bi = 0; bi < nb; ++bi) {
-        for (size_t h = 0; h < 2; ++h) {
-            const float d = f16_to_f32(x[bi * 2 + h].d);
-            for (size_t l = 0; l < 8; ++l) d1v[bi * 16 + h * 8 + l] = d;
-        }
-        for (size_t lane = 0; lane < 16; ++lane) {
-            int32_t t = 0;
-            for (size_t e = 0; e < 4; ++e) t += y[bi * 64 + 4 * lane + e];
-            negt[bi * 16 + lane] = -t;
-        }
-    }
-}
-
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
 namespace {
-inline __m256 high256(__m512 v) { return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)); }
 namespace bw {
 #define Q2_VNNI 0
 #include "quant/q2_0_avx512.inc"
@@ -71,15 +53,22 @@ void q2_0_rows_avx512(const BlockQ2_0* wb, size_t cols, size_t r0, size_t r1, co
                       float* y, size_t ldy) {
     const size_t nb = cols / QK2_0;
     static thread_local std::vector<float> sumf;
-    if (sumf.size() < 8 * ncols) sumf.resize(8 * ncols);
+    if (sumf.size() < 16 * ncols) sumf.resize(16 * ncols);
     const bool vnni = p.isa == Isa::Avx512Vnni;
-    for (size_t g = r0; g < r1; g += 8) {
-        const BlockQ2_0* rowp[8];
-        for (size_t r = 0; r < 8; ++r) rowp[r] = wb + (g + r < r1 ? g + r : r1 - 1) * nb;
-        if (vnni) vnni::rows8(rowp, nb, p, ncols, sumf.data());
-        else bw::rows8(rowp, nb, p, ncols, sumf.data());
+    const size_t stride = nb * sizeof(BlockQ2_0);
+    static thread_local std::vector<uint8_t> tail;
+    for (size_t g = r0; g < r1; g += 16) {
+        const uint8_t* rows = reinterpret_cast<const uint8_t*>(wb + g * nb);
+        if (r1 - g < 16) {  // a short group: its rows, then the last one repeated, in a copy
+            tail.resize(16 * stride);
+            for (size_t r = 0; r < 16; ++r)
+                std::memcpy(tail.data() + r * stride, wb + (g + r < r1 ? g + r : r1 - 1) * nb, stride);
+            rows = tail.data();
+        }
+        if (ncols == 1) (vnni ? vnni::rows16<true> : bw::rows16<true>)(rows, stride, nb, p, 1, sumf.data());
+        else (vnni ? vnni::rows16<false> : bw::rows16<false>)(rows, stride, nb, p, ncols, sumf.data());
         for (size_t c = 0; c < ncols; ++c)
-            for (size_t r = 0; r < 8 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[8 * c + r];
+            for (size_t r = 0; r < 16 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[16 * c + r];
     }
 }
 
