@@ -313,7 +313,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     const size_t widest = std::max({E, NQ, FF});
     d.x = zeroed(E);
     d.state = zeroed(go::STATE_ROPE + D);
-    d.xn = zeroed(widest);
+    d.xn = zeroed(E);
     d.table = zeroed(go::table_floats(widest));
     d.q8 = zeroed(widest);
     d.d8 = zeroed(widest / 32);
@@ -436,7 +436,7 @@ uint64_t GpuForward::bytes_for(const GpuModel& m) {
         for (const Matrix* w : {&y.wq, &y.wk, &y.wv, &y.wo, &y.gate, &y.up, &y.down}) b += packed(*w);
     b += 2 * L * NKV * C * D * 2;                                                     // the f16 cache
     const uint64_t widest = std::max({E, NQ, FF});
-    b += (E * 3 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits
+    b += (E * 3 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits (an upper bound)
     return b;
 }
 
