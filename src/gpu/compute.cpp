@@ -86,20 +86,22 @@ std::vector<VkPhysicalDevice> physical_devices(Loader& L) {
     return v;
 }
 
-// True when the device can report its compiler's statistics per pipeline: it lists
-// VK_KHR_pipeline_executable_properties and its pipelineExecutableInfo feature is on.
-bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::string& name) {
-    if (!L.features2) return false;
+// Whether the device lists the extension `ext`.
+bool lists_extension(Loader& L, VkPhysicalDevice pd, const std::string& name, const char* ext) {
     uint32_t n = 0;
     check(L.device_extensions(pd, nullptr, &n, nullptr), "vkEnumerateDeviceExtensionProperties(" + name + ")");
     std::vector<VkExtensionProperties> exts(n);
     check(L.device_extensions(pd, nullptr, &n, exts.data()), "vkEnumerateDeviceExtensionProperties(" + name + ")", true);
     exts.resize(n);
-    bool listed = false;
     for (const auto& e : exts)
-        listed |= std::strncmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME,
-                               VK_MAX_EXTENSION_NAME_SIZE) == 0;
-    if (!listed) return false;
+        if (std::strncmp(e.extensionName, ext, VK_MAX_EXTENSION_NAME_SIZE) == 0) return true;
+    return false;
+}
+
+// True when the device can report its compiler's statistics per pipeline: it lists
+// VK_KHR_pipeline_executable_properties and its pipelineExecutableInfo feature is on.
+bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::string& name) {
+    if (!L.features2 || !lists_extension(L, pd, name, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) return false;
     VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{};
     pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
     VkPhysicalDeviceFeatures2 f2{};
@@ -112,15 +114,7 @@ bool offers_pipeline_statistics(Loader& L, VkPhysicalDevice pd, const std::strin
 // True when the device lists VK_KHR_shader_clock with its subgroup clock (measuring: kernels
 // built with clock stamps).
 bool offers_shader_clock(Loader& L, VkPhysicalDevice pd, const std::string& name) {
-    if (!L.features2) return false;
-    uint32_t n = 0;
-    check(L.device_extensions(pd, nullptr, &n, nullptr), "vkEnumerateDeviceExtensionProperties(" + name + ")");
-    std::vector<VkExtensionProperties> exts(n);
-    check(L.device_extensions(pd, nullptr, &n, exts.data()), "vkEnumerateDeviceExtensionProperties(" + name + ")", true);
-    exts.resize(n);
-    bool listed = false;
-    for (const auto& e : exts) listed |= std::strncmp(e.extensionName, VK_KHR_SHADER_CLOCK_EXTENSION_NAME, VK_MAX_EXTENSION_NAME_SIZE) == 0;
-    if (!listed) return false;
+    if (!L.features2 || !lists_extension(L, pd, name, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) return false;
     VkPhysicalDeviceShaderClockFeaturesKHR sc{};
     sc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR;
     VkPhysicalDeviceFeatures2 f2{};
