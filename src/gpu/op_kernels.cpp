@@ -196,13 +196,13 @@ struct ActOut {
     Arr<K::u32> h16;
 };
 
-// prep_act's outputs for `lanes` lanes (four values of a 32-value block each) whose values a
-// workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a multiple of 8,
-// so blocks are whole). One invocation per block makes its amax (over the block's values in
-// index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L); each
-// invocation then quantizes whole lanes (at most `rounds` each), keeping their quants packed four
-// to a word (in workgroup memory for max_lanes); then the table's 16 entries a lane go out in index order across the
-// invocations, so that the stores of a warp are contiguous. Every invocation calls it.
+// prep_act's outputs for `lanes` lanes (four values of a 32-value block each, at most max_lanes)
+// whose values a workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a
+// multiple of 8, so blocks are whole). One invocation per block makes its amax (over the block's
+// values in index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L);
+// each invocation then quantizes whole lanes, keeping their quants packed four to a word in
+// workgroup memory; then the table's 16 entries a lane go out in index order across the
+// invocations, so that a warp's stores are contiguous. Every invocation calls it.
 void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
                     Arr<K::f32>& sd, Arr<K::f32>& sid) {
     const uint32_t rounds = (max_lanes + L - 1) / L;
