@@ -366,4 +366,11 @@ TEST(cli_llama_cpp_flags_map_or_get_a_note) {
     CHECK(has(batch.out, "aggregate / 1") && has(batch.out, "\n       3 "));
     CHECK_EQ(bm("bench batch --streams 2").code, 2);
     CHECK_EQ(bm("bench batch -m " + tiny + " --streams 0,2").code, 2);
+    // bench sample: a title, a header and one row per way of taking the top k; a vocabulary of
+    // one token is a usage error.
+    auto sample = bm("bench sample --vocab 5000 --draws 5 -r 1");
+    CHECK_EQ(sample.code, 0);
+    CHECK_EQ(lines(sample.out), 4u);
+    CHECK(has(sample.out, "\none-pass top-k ") && has(sample.out, "\nfull sort "));
+    CHECK_EQ(bm("bench sample --vocab 1").code, 2);
 }

@@ -16,5 +16,7 @@ struct SubBench {
 int run_model_bench(const std::vector<std::string>& args);
 // `bankml bench batch -m FILE ...`: batched decode steps against one-stream steps (bench_batch.cpp).
 int run_batch_bench(const std::vector<std::string>& args);
+// `bankml bench sample ...`: a sampling draw's cost, one-pass top-k against the full sort (bench_sample.cpp).
+int run_sample_bench(const std::vector<std::string>& args);
 
 }  // namespace bankml::cmd

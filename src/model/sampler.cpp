@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <emmintrin.h>
+
 #include "core/error.h"
 
 namespace bankml::model {
@@ -99,20 +101,20 @@ bool Sampler::top_k_fast(std::span<const float> logits, std::vector<Candidate>& 
         std::push_heap(cand.begin(), cand.end(), before);
         worst = cand.front().logit;
     };
-    // Blocks of 16 whose largest logit cannot enter are skipped whole (a loop the compiler
-    // vectorizes); the few others are looked at one by one.
+    // Blocks of 16 where no logit beats the worst kept are skipped whole, four SSE2 compares a
+    // block; the few others are looked at one by one.
     constexpr size_t B = 16;
     size_t i = k;
     for (; i + B <= n; i += B) {
-        float m = v[i];
-        bool nan = false;
-        for (size_t j = 0; j < B; ++j) {
-            const float x = v[i + j];
-            m = x > m ? x : m;
-            nan |= x != x;
+        const __m128 w = _mm_set1_ps(worst);
+        __m128 gt = _mm_setzero_ps(), un = _mm_setzero_ps();
+        for (size_t j = 0; j < B; j += 4) {
+            const __m128 x = _mm_loadu_ps(&v[i + j]);
+            gt = _mm_or_ps(gt, _mm_cmpgt_ps(x, w));
+            un = _mm_or_ps(un, _mm_cmpunord_ps(x, x));
         }
-        if (nan) return false;
-        if (m > worst)
+        if (_mm_movemask_ps(un)) return false;
+        if (_mm_movemask_ps(gt))
             for (size_t j = 0; j < B; ++j) consider(i + j);
     }
     for (; i < n; ++i) {
