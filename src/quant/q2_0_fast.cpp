@@ -46,6 +46,8 @@ void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
             const float d = f16_to_f32(x[bi * 2 + h].d);
             std::memcpy(rec + 64 + 4 * h, &t, 4);
             std::memcpy(rec + 72 + 4 * h, &d, 4);
+            t *= 4;
+            std::memcpy(rec + 80 + 4 * h, &t, 4);
         }
     }
 }
