@@ -636,14 +636,15 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
 // short last groups, ranges that start inside a group, and one, two and five columns, against the
 // reference at every level, in the three regimes and in a hand-made one where every sum is at its
 // extreme (all codes +2 against -128 quants, all -1 against 127, mixed per row) with scales at the
-// f16 range's ends (largest, subnormal, zero, negative zero).
+// f16 range's ends (largest, subnormal, zero, negative zero), and one of zero sums against
+// negative, signed-zero, infinite and NaN scales (a zero's sign and a NaN must come out the same).
 TEST(quant_q2_0_row_groups_and_extreme_sums_every_level) {
     std::mt19937 g(43);
     const Type t = Type::Q2_0;
     for (size_t rows : {16, 32, 47, 73})
         for (size_t cols : {64, 192, 2048})
-            for (int regime = 0; regime < 4; ++regime) {
-                const size_t ncols = regime == 1 ? 3 : regime == 2 ? 5 : regime == 3 ? 2 : 1;
+            for (int regime = 0; regime < 5; ++regime) {
+                const size_t ncols = regime == 1 ? 3 : regime == 2 ? 5 : regime >= 3 ? 2 : 1;
                 auto w = rand_weights(g, t, rows, cols, Regime(regime % 3));
                 auto x = rand_acts(g, t, cols, ncols, Regime(regime % 3));
                 if (regime == 3) {  // extreme sums: whole rows of one code against whole blocks of one quant
@@ -660,8 +661,24 @@ TEST(quant_q2_0_row_groups_and_extreme_sums_every_level) {
                         std::memset(xb[i].qs, (i / 3) % 2 ? 0x80 : 0x7f, sizeof xb[i].qs);
                     }
                 }
+                if (regime == 4) {  // zero sums and signed zeros: rows of 0 codes, negative, infinite and NaN scales
+                    const uint16_t wd[] = {0xbc00, 0x8000, 0x7c00, 0x7e00, 0x3c00, 0x0000};
+                    for (size_t r = 0; r < rows; ++r)
+                        for (size_t b = 0; b < cols / QK2_0; ++b) {
+                            auto* blk = reinterpret_cast<BlockQ2_0*>(w.data()) + r * (cols / QK2_0) + b;
+                            blk->d = b & 1 && r % 6 == 0 ? 0x3c00 : wd[r % 6];  // a NaN or infinite row stays one
+                            if (r % 3 != 2) std::memset(blk->qs, 0x55, sizeof blk->qs);  // every weight 0
+                        }
+                    auto* xb = reinterpret_cast<BlockQ8_0*>(x.data());
+                    for (size_t i = 0; i < ncols * cols / QK8_0; ++i) xb[i].d = i % 3 == 0 ? 0x8000 : i % 3 == 1 ? 0xbc00 : 0x3c00;
+                }
                 std::vector<float> ref(rows * ncols);
                 mat_mat(t, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
+                if (regime == 4) {  // the reference has +0 results, NaN results, and never -0
+                    size_t zeros = 0, nans = 0, negzeros = 0;
+                    for (float v : ref) zeros += v == 0.0f, nans += std::isnan(v), negzeros += v == 0.0f && std::signbit(v);
+                    if (!CHECK(zeros > 0 && nans > 0 && negzeros == 0)) fprintf(stderr, "%zu %zu %zu %zux%zu\n", zeros, nans, negzeros, rows, cols);
+                }
                 if (regime == 3) {  // the kind of block used there: a sub-block of +2 codes against -128 quants sums to -8192
                     BlockQ2_0 wb{0x3c00, {}};
                     std::memset(wb.qs, 0xff, sizeof wb.qs);

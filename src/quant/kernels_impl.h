@@ -61,7 +61,7 @@ void q1_0_rows_avx512(const BlockQ1_0* w, size_t cols, size_t r0, size_t r1, con
                       size_t ncols, float* y, size_t ldy);
 void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
 // Bytes per (column, 64-weight block) of the Q2_0 kernels' prepared activations (q2_0_fast.cpp).
-inline constexpr size_t Q2_REC = 80;
+inline constexpr size_t Q2_REC = 88;
 void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
 void q2_0_rows_avx512(const BlockQ2_0* w, size_t cols, size_t r0, size_t r1, const Prepared& p, size_t ncols, float* y,

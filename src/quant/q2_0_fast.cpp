@@ -8,10 +8,11 @@
 // 4x4 transpose of dwords inside each 128-bit lane leaves in register q dword q of each of the
 // eight rows, and byte b of that dword, shifted right by 2s and masked with 3, is the code of weight
 // 4(4(q % 2) + b) + s of sub-block q / 2. Against the four matching quants broadcast to every lane
-// (the records of q2_0_prepare_records): at avx2 vpmaddubsw gives pairs c*q + c'*q' (|.| <= 768,
-// no saturation), eight of them per sub-block add in 16 bits (|.| <= 6144) and vpmaddwd with ones
-// makes each lane the row's sum of c*q; at avxvnni eight vpdpbusd chain into it. Either way the
-// sub-block's -T (the negated sum of its quants) makes it sum (c - 1)*q.
+// (the records of q2_0_prepare) the codes s = 0, 2 are taken as c and s = 1, 3 as 4c (masks 3 and 12
+// of the dword and of it shifted by 4), summed apart as t and u, and each lane ends as
+// 4t + u = 4 * sum of (c - 1) * q: at avx2 vpmaddubsw pairs in 16 bits (bounds in q2_0_avx2.inc)
+// then vpmaddwd with ones and -4T; at avxvnni vpdpbusd chains, t started from -T. The float steps
+// then run on 4x the reference's values (exact: see q2_0_avx2.inc) and a final * 0.25 restores them.
 #pragma GCC optimize("fp-contract=off")
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,7 +29,8 @@ namespace bankml::quant::detail {
 // One record of Q2_REC bytes per (column, 64-weight block): 16 dwords of quants, dword 4q + s
 // holding in byte b the quant of weight 4(4(q % 2) + b) + s of sub-block q / 2 (the weight whose
 // code sits at bits 2s of byte b of the rows' dword q); then -T of each sub-block (the negated sum
-// of its 32 quants); then the f32 of each sub-block's scale. Every level's kernel reads these.
+// of its 32 quants); then the f32 of each sub-block's scale; then -4T of each sub-block (read by the
+// avx2 loop). Every level's kernel reads these.
 void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
     const size_t nb = cols / QK2_0 * ncols;  // 64-weight blocks of all columns
@@ -46,6 +48,8 @@ void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
             const float d = f16_to_f32(x[bi * 2 + h].d);
             std::memcpy(rec + 64 + 4 * h, &t, 4);
             std::memcpy(rec + 72 + 4 * h, &d, 4);
+            t *= 4;
+            std::memcpy(rec + 80 + 4 * h, &t, 4);
         }
     }
 }
