@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
 #include <vector>
 
@@ -66,6 +67,28 @@ void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void
                     float* y, size_t ldy);
 void q2_0_rows_avx512(const BlockQ2_0* w, size_t cols, size_t r0, size_t r1, const Prepared& p, size_t ncols, float* y,
                       size_t ldy);
+// The Q2_0 kernels' groups of G rows over [r0, r1): group(rows, sums) fills sums[G·c + r] for the
+// G rows at `rows` (nb blocks each); a short last group runs on a copy of its rows with the last
+// one repeated, and only the real rows' sums are stored into y.
+template <size_t G, class Group>
+void q2_0_row_groups(const BlockQ2_0* wb, size_t nb, size_t r0, size_t r1, size_t ncols, float* y, size_t ldy, Group&& group) {
+    const size_t stride = nb * sizeof(BlockQ2_0);
+    static thread_local std::vector<float> sums;
+    static thread_local std::vector<uint8_t> tail;
+    if (sums.size() < G * ncols) sums.resize(G * ncols);
+    for (size_t g = r0; g < r1; g += G) {
+        const uint8_t* rows = reinterpret_cast<const uint8_t*>(wb + g * nb);
+        if (r1 - g < G) {
+            tail.resize(G * stride);
+            for (size_t r = 0; r < G; ++r)
+                std::memcpy(tail.data() + r * stride, wb + (g + r < r1 ? g + r : r1 - 1) * nb, stride);
+            rows = tail.data();
+        }
+        group(rows, sums.data());
+        for (size_t c = 0; c < ncols; ++c)
+            for (size_t r = 0; r < G && g + r < r1; ++r) y[c * ldy + g + r] = sums[G * c + r];
+    }
+}
 float f16_dot_fast(size_t n, const uint16_t* w, const uint16_t* x, Isa isa);
 float f16_dot_avx512(size_t n, const uint16_t* w, const uint16_t* x);
 float f16_dotf_avx512(size_t n, const float* w, const float* x);

@@ -51,25 +51,12 @@ namespace vnni {
 
 void q2_0_rows_avx512(const BlockQ2_0* wb, size_t cols, size_t r0, size_t r1, const Prepared& p, size_t ncols,
                       float* y, size_t ldy) {
-    const size_t nb = cols / QK2_0;
-    static thread_local std::vector<float> sumf;
-    if (sumf.size() < 16 * ncols) sumf.resize(16 * ncols);
+    const size_t nb = cols / QK2_0, stride = nb * sizeof(BlockQ2_0);
     const bool vnni = p.isa == Isa::Avx512Vnni;
-    const size_t stride = nb * sizeof(BlockQ2_0);
-    static thread_local std::vector<uint8_t> tail;
-    for (size_t g = r0; g < r1; g += 16) {
-        const uint8_t* rows = reinterpret_cast<const uint8_t*>(wb + g * nb);
-        if (r1 - g < 16) {  // a short group: its rows, then the last one repeated, in a copy
-            tail.resize(16 * stride);
-            for (size_t r = 0; r < 16; ++r)
-                std::memcpy(tail.data() + r * stride, wb + (g + r < r1 ? g + r : r1 - 1) * nb, stride);
-            rows = tail.data();
-        }
-        if (ncols == 1) (vnni ? vnni::rows16<true> : bw::rows16<true>)(rows, stride, nb, p, 1, sumf.data());
-        else (vnni ? vnni::rows16<false> : bw::rows16<false>)(rows, stride, nb, p, ncols, sumf.data());
-        for (size_t c = 0; c < ncols; ++c)
-            for (size_t r = 0; r < 16 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[16 * c + r];
-    }
+    q2_0_row_groups<16>(wb, nb, r0, r1, ncols, y, ldy, [&](const uint8_t* rows, float* sums) {
+        if (ncols == 1) (vnni ? vnni::rows16<true> : bw::rows16<true>)(rows, stride, nb, p, 1, sums);
+        else (vnni ? vnni::rows16<false> : bw::rows16<false>)(rows, stride, nb, p, ncols, sums);
+    });
 }
 
 }  // namespace bankml::quant::detail

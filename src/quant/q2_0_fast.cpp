@@ -89,22 +89,10 @@ void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void
     if (p.isa >= Isa::Avx512) return q2_0_rows_avx512(wb, cols, r0, r1, p, ncols, y, ldy);
     const size_t nb = cols / QK2_0, stride = nb * sizeof(BlockQ2_0);
     const bool vnni = p.isa == Isa::AvxVnni;
-    static thread_local std::vector<float> sumf;
-    static thread_local std::vector<uint8_t> tail;
-    if (sumf.size() < 8 * ncols) sumf.resize(8 * ncols);
-    for (size_t g = r0; g < r1; g += 8) {
-        const uint8_t* rows = reinterpret_cast<const uint8_t*>(wb + g * nb);
-        if (r1 - g < 8) {  // a short group: its rows, then the last one repeated, in a copy
-            tail.resize(8 * stride);
-            for (size_t r = 0; r < 8; ++r)
-                std::memcpy(tail.data() + r * stride, wb + (g + r < r1 ? g + r : r1 - 1) * nb, stride);
-            rows = tail.data();
-        }
-        if (ncols == 1) (vnni ? vnni::rows8<true> : plain::rows8<true>)(rows, stride, nb, p, 1, sumf.data());
-        else (vnni ? vnni::rows8<false> : plain::rows8<false>)(rows, stride, nb, p, ncols, sumf.data());
-        for (size_t c = 0; c < ncols; ++c)
-            for (size_t r = 0; r < 8 && g + r < r1; ++r) y[c * ldy + g + r] = sumf[8 * c + r];
-    }
+    q2_0_row_groups<8>(wb, nb, r0, r1, ncols, y, ldy, [&](const uint8_t* rows, float* sums) {
+        if (ncols == 1) (vnni ? vnni::rows8<true> : plain::rows8<true>)(rows, stride, nb, p, 1, sums);
+        else (vnni ? vnni::rows8<false> : plain::rows8<false>)(rows, stride, nb, p, ncols, sums);
+    });
 }
 
 }  // namespace bankml::quant::detail
