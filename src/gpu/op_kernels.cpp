@@ -266,9 +266,8 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
 // from it where i < n (guarded, and may store).
 constexpr uint32_t NORM_KN = NORM_CHUNK / NORM_LOCAL;
 using Loads = std::vector<F32>;
-// sx: NORM_CHUNK floats of workgroup memory for the squares (free again once it returns).
-F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value,
-                   Arr<K::f32>& sx) {
+F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value) {
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
     ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
     auto sum = var(f64c(0.0));
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
@@ -302,8 +301,7 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     auto out = buffer<K::u32>(1, false, "sum");
     push_constants(1);
     U32 n = push(0), t = local_id();
-    auto sx = workgroup<K::f32>(NORM_CHUNK);
-    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); }, sx);
+    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
     if_(t == 0u, [&] {
         UVec2 w = bits(sum);
         out.set(u32c(0), lo(w));
@@ -314,7 +312,7 @@ std::vector<uint32_t> sum_squares(const Build& b) {
 
 // The norm's scale 1/sqrt(mean + eps) of x, after the residual add (add + x, as the CPU adds them,
 // stored back into x) where residual is 1; every invocation calls it.
-F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t, Arr<K::f32>& sx) {
+F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t) {
     auto shared_scale = workgroup<K::f32>(1);
     // (residual is the same for the whole dispatch: add is read only where it is 1.)
     std::optional<GuardSite> site(std::in_place, "rms_norm sum");
@@ -328,8 +326,7 @@ F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U
                 v = r;
             });
             return v.get();
-        },
-        sx);
+        });
     site.emplace("rms_norm scale");
     if_(t == 0u, [&] {
         F32 mean = mean_f32(sum, n);
@@ -372,8 +369,7 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
     stamp(0);
-    auto sx = workgroup<K::f32>(NORM_CHUNK);
-    F32 scale = norm_scale(x, add, n, residual, eps, t, sx);
+    F32 scale = norm_scale(x, add, n, residual, eps, t);
     norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { y.set(i, v); });
     stamp(8);
     return s.finish();

@@ -370,27 +370,17 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
         for (const char* kind : kinds) {
             std::vector<float> x;
             prep_data(rng, kind, n, x);
-            // The CPU: quantize_row_q8_0, the Q1_0 table, the scales widened, the f16 rounding.
-            std::vector<quant::BlockQ8_0> q8(n / 32);
-            quant::quantize_row_q8_0(x.data(), q8.data(), n);
-            std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
-            gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
-            std::vector<float> table(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128));
-            std::vector<uint32_t> qi(n), d8(n / 32);
-            for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
-            for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
-            std::vector<uint16_t> h(n);
-            ops::round_f16(x.data(), h.data(), n);
+            const PreparedAct want = prepared(x);
             std::vector<float> xin(x_off, 1.0f);
             xin.insert(xin.end(), x.begin(), x.end());
             gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
                         *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n), qi, Word::i32},
-                     {"d8", Runner::read(*bd, n / 32), d8, Word::f32},
-                     {"lane_products", Runner::read(*bt, table.size()), words_of(table), Word::f32},
-                     {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
+                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32},
+                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
+                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
+                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
             R.release();
         }
     // With SwiGLU on the way in (the forward pass's input of the down product): the CPU's swiglu of
@@ -403,17 +393,12 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
                 gu[n + i] = normal(rng);
             }
             ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
-            std::vector<quant::BlockQ8_0> q8(n / 32);
-            quant::quantize_row_q8_0(y.data(), q8.data(), n);
-            std::vector<uint32_t> qi(n);
-            for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
-            std::vector<uint16_t> h(n);
-            ops::round_f16(y.data(), h.data(), n);
+            const PreparedAct want = prepared(y);
             gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
                         *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n), qi, Word::i32}, {"f16", Runner::read(*bh, n / 2), pairs_of(h), Word::f16x2}});
+                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
             R.release();
         }
 }
