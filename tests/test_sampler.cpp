@@ -79,6 +79,55 @@ TEST(sampler_greedy_takes_the_highest_logit_lowest_id_on_ties) {
     CHECK_EQ(h.sample(std::vector<float>{0.0f, 0.5f, 0.25f}), 1);
 }
 
+// The vectorized argmax against the scan it replaces (first index whose value is greater than every
+// earlier one), on random rows of every length around its 16-lane blocks and on adversarial ones:
+// NaNs (first, inside, everywhere), signed zeros, infinities, ties across lanes and in the tail.
+TEST(sampler_argmax_equals_the_first_largest_scan) {
+    auto scan = [](const std::vector<float>& v) {
+        size_t best = 0;
+        for (size_t i = 1; i < v.size(); ++i)
+            if (v[i] > v[best]) best = i;
+        return int32_t(best);
+    };
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    const float nan = std::nanf(""), inf = INFINITY;
+    size_t rows = 0, bad = 0;
+    auto check = [&](const std::vector<float>& v) {
+        ++rows;
+        if (argmax(v) != scan(v) && bad++ < 5) std::printf("    n=%zu: argmax %d, scan %d\n", v.size(), argmax(v), scan(v));
+    };
+    for (size_t n = 1; n <= 70; ++n)
+        for (int kind = 0; kind < 9; ++kind)
+            for (int rep = 0; rep < 8; ++rep) {
+                std::vector<float> v(n);
+                for (float& x : v) x = nd(rng);
+                const size_t a = rng() % n, b = rng() % n;
+                switch (kind) {
+                    case 1: v[a] = nan; break;
+                    case 2: v[0] = nan; break;
+                    case 3: for (float& x : v) x = rng() % 3 ? nan : nd(rng); break;
+                    case 4: for (float& x : v) x = rng() % 2 ? 0.0f : -0.0f; break;
+                    case 5: for (float& x : v) x = rng() % 2 ? -1.0f : (rng() % 2 ? 0.0f : -0.0f); break;
+                    case 6: v[a] = v[b] = 100.0f; break;  // a tie, possibly in different lanes
+                    case 7: for (float& x : v) x = -inf; v[a] = rng() % 2 ? inf : -inf; break;
+                    case 8: for (float& x : v) x = std::round(nd(rng)); break;  // many ties
+                }
+                check(v);
+            }
+    std::vector<float> big(151936);
+    for (int rep = 0; rep < 20; ++rep) {
+        for (float& x : big) x = nd(rng);
+        big[rng() % big.size()] = 9.0f;
+        if (rep % 2) big[rng() % big.size()] = 9.0f;
+        if (rep % 5 == 0) big[big.size() - 1 - rng() % 15] = 10.0f;  // the tail past the blocks
+        check(big);
+    }
+    CHECK_EQ(bad, 0u);
+    CHECK_GT(rows, 5000u);
+    CHECK_THROWS(argmax(std::vector<float>{}), "no logits");
+}
+
 TEST(sampler_repetition_penalty_divides_positive_multiplies_negative) {
     SamplerParams p = plain(0.0f);
     p.repeat_penalty = 1.1f;

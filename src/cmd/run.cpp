@@ -10,6 +10,7 @@
 #include "cmd/commands.h"
 #include "cmd/gpu_offload.h"
 #include "cmd/text_gen.h"
+#include "model/sampler.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/json.h"
@@ -75,7 +76,7 @@ static int run_tokens(const cli::Args& a) {
     double decode_s = 0;
     bool full = false;
     for (int64_t i = 0; i < n; i++) {
-        const int32_t tok = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        const int32_t tok = model::argmax(logits);
         out.push_back(tok);
         if (i + 1 == n) break;
         if (m->n_past() >= m->n_ctx()) {

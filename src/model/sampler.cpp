@@ -161,14 +161,40 @@ void Sampler::min_p(std::vector<Candidate>& cand, float p) {
     std::erase_if(cand, [&](const Candidate& c) { return c.logit < min_logit; });
 }
 
+int32_t argmax(std::span<const float> logits) {
+    const float* v = logits.data();
+    const size_t n = logits.size();
+    if (n == 0) throw Error("argmax: no logits");
+    if (std::isnan(v[0])) return 0;
+    // The largest value: 16 lanes, each max(x, lane) keeping the lane for a NaN x and for equal
+    // zeros (maxps' rule), so each lane holds its first largest non-NaN value.
+    __m128 a[4];
+    for (__m128& l : a) l = _mm_set1_ps(v[0]);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 4; ++j) a[j] = _mm_max_ps(_mm_loadu_ps(v + i + 4 * j), a[j]);
+    float lane[16];
+    for (int j = 0; j < 4; ++j) _mm_storeu_ps(lane + 4 * j, a[j]);
+    float m = v[0];
+    for (float l : lane) m = l > m ? l : m;
+    for (; i < n; ++i) m = v[i] > m ? v[i] : m;
+    // Its first index (-0 and +0 compare equal, as in the scan).
+    const __m128 mm = _mm_set1_ps(m);
+    for (i = 0; i + 16 <= n; i += 16) {
+        int hit = 0;
+        for (int j = 0; j < 4; ++j) hit |= _mm_movemask_ps(_mm_cmpeq_ps(_mm_loadu_ps(v + i + 4 * j), mm)) << (4 * j);
+        if (hit) return int32_t(i + size_t(__builtin_ctz(unsigned(hit))));
+    }
+    for (; i < n; ++i)
+        if (v[i] == m) break;
+    return int32_t(i);
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
     if (logits.empty()) throw Error("sampler: no logits");
     if (p_.temp <= 0.0f && (p_.repeat_last_n <= 0 || p_.repeat_penalty == 1.0f)) {
         // Greedy without a penalty: the first largest logit, with no candidate list to build.
-        size_t best = 0;
-        for (size_t i = 1; i < logits.size(); ++i)
-            if (logits[i] > logits[best]) best = i;
-        return int32_t(best);
+        return argmax(logits);
     }
     // One buffer reused from token to token: a fresh 1.8 MB vector per token costs page faults.
     std::vector<Candidate>& cand = cand_;

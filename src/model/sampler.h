@@ -43,6 +43,10 @@ struct Candidate {
     float p;
 };
 
+// Greedy decoding's choice: the first index of the largest logit, as a scan that keeps the first of
+// equal values does (a NaN never wins; one at index 0 stays). Vectorized: no branch per logit.
+int32_t argmax(std::span<const float> logits);
+
 class Sampler {
 public:
     explicit Sampler(const SamplerParams& p);
