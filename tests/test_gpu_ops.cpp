@@ -125,6 +125,7 @@ TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scor
 TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
+TEST(gpu_op_f16_round_bit_exact) { bit_exact("f16_round", {"every f16, ties, boundaries, every exponent"}); }
 
 // The guard's proof on any card: with every subnormal f32 result and load flushed as a card without
 // DenormPreserve may flush them, each guarded run gives the CPU's bits or raises its flag (the
@@ -237,7 +238,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
         if (names.empty() || names.back() != k["name"].as_string()) names.push_back(k["name"].as_string());
     }
     for (const char* want : {"q1_0_mat_vec", "q1_0_mat_vec8", "rms_norm", "prep_act", "q2_0_mat_vec", "f16_mat_vec", "head_norm_rope",
-                             "attention", "swiglu", "expf"})
+                             "attention", "swiglu", "expf", "f16_round"})
         if (!CHECK(std::find(names.begin(), names.end(), want) != names.end())) std::printf("    no %s in --json\n", want);
     // The text form names the op kernels too.
     auto text = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify");

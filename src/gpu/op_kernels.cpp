@@ -644,8 +644,10 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
 // ---------------------------------------------------------------- attention
 
 constexpr uint32_t ATT_LOCAL = 128;
-
-F32 f16_round(F32 x) { return f16_value(f16_bits(x)); }
+// The walk's chunk: the value rows a workgroup holds at once (words: two f16 a word), and the most
+// positions that makes (head size 32).
+constexpr uint32_t ATT_CHUNK_WORDS = 4096, ATT_CHUNK_MAX = ATT_CHUNK_WORDS / 16;
+constexpr uint32_t ATT_ELEMS = 256 / ATT_LOCAL;  // output elements an invocation walks (HEAD_MAX)
 
 // Guarded f32 in attention. The softmax weights below 2^-126 (expf of differences past -87) are
 // where a flushing card differs, and there the CPU's results follow from signs alone: with
@@ -782,44 +784,93 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     barrier();
     stamp(20);
     // Each output element walks the positions in order; beside it, the same walk of the softmax's
-    // sum S = fma(S, ms, vs) (every invocation makes the same S, so none waits for another's).
+    // sum S = fma(S, ms, vs) (every invocation makes the same S, so none waits for another's). The
+    // values come through workgroup memory a chunk of positions at a time: the whole workgroup
+    // loads the next chunk's rows (contiguous in the cache), with their ms and vs, while it walks
+    // this one, so the walk waits on the cache only for the first chunk.
     auto ys = workgroup<K::f32>(HEAD_MAX);
     site.emplace("attention walk");
-    for_(t, D, u32c(ATT_LOCAL), [&](U32 d) {
-        auto y = var(f32c(0.0f));
-        auto S = var(f32c(0.0f));
-        U32 word = head + (d >> 1u);
-        Bool low = (d & 1u) == 0u;
-        // ATT_WALK positions at a time, their loads issued before the walk (a position past n_kv
-        // reads position 0 and is skipped).
-        for_(u32c(0), n_kv, u32c(ATT_WALK), [&](U32 ic0) {
-            std::vector<U32> vw(ATT_WALK);
-            std::vector<F32> ms(ATT_WALK), vs(ATT_WALK);
-            std::vector<Bool> in(ATT_WALK);
-            for (uint32_t k = 0; k < ATT_WALK; ++k) {
-                U32 ic = ic0 + k;
-                in[k] = ic < n_kv;
-                U32 at = select(in[k], ic, u32c(0));
-                Unguarded ug;  // guarded where used, below
-                vw[k] = vc[word + at * half], ms[k] = scratch[ms_at + at], vs[k] = scratch[vs_at + at];
-            }
-            for (uint32_t k = 0; k < ATT_WALK; ++k)
-                if_(in[k], [&] {
-                    F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
-                    F32 m = guard_load(ms[k]), w = guard_load(vs[k]);
-                    // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
-                    if_(bits(m) != 0x3f800000u, [&] { y = att_rescale(y.get(), m, guarded); });
-                    y = att_add(v, w, y.get(), guarded);
-                    GuardSite sum_site("attention sum");
-                    S = fma_f32(S.get(), m, w);
+    auto vsh = workgroup<K::u32>(ATT_CHUNK_WORDS);
+    auto msh = workgroup<K::f32>(ATT_CHUNK_MAX), wsh = workgroup<K::f32>(ATT_CHUNK_MAX);
+    U32 chunk = u32c(ATT_CHUNK_WORDS) / half;  // positions a chunk holds
+    U32 kv_words = n_kv * half;
+    constexpr uint32_t WORDS = ATT_CHUNK_WORDS / ATT_LOCAL, POS = ATT_CHUNK_MAX / ATT_LOCAL;
+    std::vector<Var<K::u32>> vr;
+    std::vector<Var<K::f32>> mr, wr;
+    for (uint32_t k = 0; k < WORDS; ++k) vr.push_back(var(u32c(0)));
+    for (uint32_t k = 0; k < POS; ++k) mr.push_back(var(f32c(0.0f))), wr.push_back(var(f32c(0.0f)));
+    // A chunk's loads into registers (past n_kv: position 0's, never used).
+    auto load = [&](U32 c0) {
+        Unguarded ug;  // guarded where used, in the walk
+        for (uint32_t k = 0; k < WORDS; ++k) {
+            U32 j = c0 * half + t + u32c(k * ATT_LOCAL);
+            vr[k] = vc[head + select(j < kv_words, j, u32c(0))];
+        }
+        for (uint32_t k = 0; k < POS; ++k) {
+            U32 p = c0 + t + u32c(k * ATT_LOCAL);
+            U32 at = select(p < n_kv, p, u32c(0));
+            mr[k] = scratch[ms_at + at], wr[k] = scratch[vs_at + at];
+        }
+    };
+    std::vector<Var<K::f32>> y, S;
+    for (uint32_t e = 0; e < ATT_ELEMS; ++e) y.push_back(var(f32c(0.0f)));
+    S.push_back(var(f32c(0.0f)));
+    load(u32c(0));
+    for_(u32c(0), n_kv, chunk, [&](U32 c0) {
+        barrier();  // the last chunk's walk is done with the workgroup arrays
+        for (uint32_t k = 0; k < WORDS; ++k) vsh.set(t + u32c(k * ATT_LOCAL), vr[k].get());
+        for (uint32_t k = 0; k < POS; ++k) {
+            msh.set(t + u32c(k * ATT_LOCAL), mr[k].get());
+            wsh.set(t + u32c(k * ATT_LOCAL), wr[k].get());
+        }
+        barrier();
+        load(c0 + chunk);
+        U32 n = select(n_kv - c0 < chunk, n_kv - c0, chunk);
+        for (uint32_t e = 0; e < ATT_ELEMS; ++e) {
+            U32 d = t + u32c(e * ATT_LOCAL);
+            U32 word = d >> 1u;
+            Bool low = (d & 1u) == 0u;
+            if_(d < D, [&] {
+                // ATT_WALK positions at a time, their values read before the walk (past n: the
+                // chunk's first position, skipped).
+                for_(u32c(0), n, u32c(ATT_WALK), [&](U32 p0) {
+                    std::vector<U32> vw(ATT_WALK);
+                    std::vector<F32> ms(ATT_WALK), vs(ATT_WALK);
+                    std::vector<Bool> in(ATT_WALK);
+                    for (uint32_t k = 0; k < ATT_WALK; ++k) {
+                        U32 p = p0 + k;
+                        in[k] = p < n;
+                        U32 at = select(in[k], p, u32c(0));
+                        vw[k] = vsh[at * half + word], ms[k] = msh[at], vs[k] = wsh[at];
+                    }
+                    for (uint32_t k = 0; k < ATT_WALK; ++k)
+                        if_(in[k], [&] {
+                            F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
+                            F32 m = guard_load(ms[k]), w = guard_load(vs[k]);
+                            // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
+                            if_(bits(m) != 0x3f800000u, [&] { y[e] = att_rescale(y[e].get(), m, guarded); });
+                            y[e] = att_add(v, w, y[e].get(), guarded);
+                            if (e == 0) {
+                                GuardSite sum_site("attention sum");
+                                S[0] = fma_f32(S[0].get(), m, w);
+                            }
+                        });
                 });
-        });
-        GuardSite out_site("attention out");
-        F32 Sv = S.get();
-        F32 inv = select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv));
-        if (q8) ys.set(d, y.get() * inv);
-        else out->set(hq * D + d, y.get() * inv);
+            });
+        }
     });
+    {
+        GuardSite out_site("attention out");
+        F32 Sv = S[0].get();
+        F32 inv = select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv));
+        for (uint32_t e = 0; e < ATT_ELEMS; ++e) {
+            U32 d = t + u32c(e * ATT_LOCAL);
+            if_(d < D, [&] {
+                if (q8) ys.set(d, y[e].get() * inv);
+                else out->set(hq * D + d, y[e].get() * inv);
+            });
+        }
+    }
     if (!q8) return s.finish();
     barrier();
     stamp(21);
@@ -859,6 +910,19 @@ std::vector<uint32_t> expf_probe(const Build& b) {
     return s.finish();
 }
 
+// ---------------------------------------------------------------- f16 rounding probe
+
+// The toolkit's f16_round over a list of floats (attention's walk rounds to f16 with it).
+std::vector<uint32_t> f16_round_probe(const Build& b) {
+    Shader s(256, true, b.fma, b.float_modes);
+    auto x = buffer<K::u32>(0, true, "x");
+    auto out = buffer<K::u32>(1, false, "out");
+    push_constants(1);
+    U32 i = global_id();
+    if_(i < push(0), [&] { out.set(i, bits(f16_round(f32_bits(x[i])))); });
+    return s.finish();
+}
+
 }  // namespace
 
 Build build_for(const Gpu& card, bool native_fma) {
@@ -891,6 +955,7 @@ const std::vector<OpKernel>& op_kernels() {
         {"attention_q8", 9, 6, ATT_LOCAL, attention_q8, true},
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
+        {"f16_round", 2, 1, 256, f16_round_probe},
     };
     return table;
 }

@@ -66,7 +66,8 @@ struct OpKernel {
 // attention, then table (5), quants (6), scales (7), f16 pairs (8); push as attention.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
-// swiglu: gate|up (0), out (1); push: n. expf_probe: x (0, f32 bits), out (1); push: count.
+// swiglu: gate|up (0), out (1); push: n. expf_probe and
+// f16_round_probe: x (0, f32 bits), out (1); push: count.
 const std::vector<OpKernel>& op_kernels();
 const OpKernel& op_kernel(const std::string& name);
 

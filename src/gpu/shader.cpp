@@ -617,6 +617,27 @@ U32 f16_bits(F32 x) {
 
 F32 f16_value(U32 h) { return unpack_half_lo(h & 0xffffu); }
 
+F32 f16_round(F32 x) {
+    U32 u = bits(x);
+    U32 a = u & 0x7fffffffu, sign = u & 0x80000000u;
+    // f16's normal range: the f32 rounded to nearest even at bit 13 (a carry moves into the
+    // exponent), in the f32's own encoding.
+    U32 normal = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    // Below 2^-14, the multiples of 2^-24: x + c with c = ±0.75 lies in c's binade, whose last
+    // place is 2^-24 and whose units there are even, so the sum rounds as f16 does (ties to even),
+    // and subtracting c is exact. A flushed subnormal x gives the same ±0 (it rounds to zero in f16).
+    U32 sub;
+    {
+        Unguarded ug;  // computed for every x, kept only below 2^-14
+        F32 c = f32_bits(sign | 0x3f400000u);
+        sub = bits((x + c) - c) | sign;
+    }
+    U32 r = select(a < 0x38800000u, sub, normal);
+    r = select(a >= 0x477ff000u, sign | 0x7f800000u, r);
+    // NaN: F16C's quieted f16 with its payload's top bits, widened.
+    return f32_bits(select(a > 0x7f800000u, sign | 0x7fc00000u | (a & 0x7fe000u), r));
+}
+
 const uint64_t EXP2F_TABLE[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
     0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,

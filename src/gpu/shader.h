@@ -255,6 +255,8 @@ F32 mean_f32(F64 s, U32 n);
 U32 f16_bits(F32 x);
 // An f16 (low 16 bits) widened exactly.
 F32 f16_value(U32 h);
+// f16_value(f16_bits(x)) in a few operations: the f32 rounded to the nearest f16 value.
+F32 f16_round(F32 x);
 // expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).
 // tiny_floor (guard_f32 only): a result below the smallest normal float (x between -103.97 and
 // -87.34) comes back as the smallest normal, unflagged: for callers whose results do not depend

@@ -532,15 +532,18 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
 
 // q8: attention_q8, whose output is checked as the output product's input (PreparedAct).
 void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
-    const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2, group = NH / NKV;
-    const uint32_t layer = 5 * half;
-    const float scale = 1.0f / sqrtf(float(D));
-    struct C { size_t n_kv; const char* kind; };
+    const size_t NH = full ? 32 : 4, NKV = full ? 8 : 2, group = NH / NKV;
+    // Head sizes past 128 walk two outputs an invocation; the walk's chunks hold 8192 halves (64
+    // positions of 128, 256 of 32).
+    struct C { size_t n_kv; const char* kind; size_t D = 128; };
     std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random"}, {64, "random"}, {300, "random"},
                             {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"},
-                            {300, "cancelling"}};
+                            {300, "cancelling"}, {70, "random", 256}, {600, "rise and fall", 32}};
     if (full) cases.insert(cases.end(), {{4096, "random"}, {4096, "equal scores"}, {4096, "rise and fall"}, {4096, "large scores"}});
     for (const C& c : cases) {
+        const size_t D = c.D, half = D / 2;
+        const uint32_t layer = uint32_t(5 * half);
+        const float scale = 1.0f / sqrtf(float(D));
         const size_t n_kv = c.n_kv, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
         const std::string kind = c.kind;
         std::vector<uint16_t> k(cache_halves, 0), v(cache_halves, 0);
@@ -688,6 +691,55 @@ void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
     R.lines.push_back(line);
 }
 
+// ---------------------------------------------------------------- f16 rounding
+
+void f16_round_batch(Runner& R, const std::vector<uint32_t>& x, const std::string& shape) {
+    std::vector<uint32_t> want(x.size());
+    for (size_t i = 0; i < x.size(); ++i) want[i] = fbits(f16_to_f32(f32_to_f16(bitsf(x[i]))));
+    gpu::Buffer *bx = R.upload(x), *bo = R.poisoned(x.size());
+    double ms = R.run("f16_round", {bx, bo}, {uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
+    R.check("f16_round", shape, ms, {{"f16_round", Runner::read(*bo, x.size()), want, Word::f32}});
+    R.release();
+}
+
+void verify_f16_round(Runner& R, Rng& rng, bool full, bool exhaustive) {
+    std::vector<uint32_t> x;
+    // Every f16 value's f32 and the midpoints between neighbours (the ties), each with its f32
+    // neighbours; the ends of the subnormal, normal and overflow ranges; the specials.
+    for (uint32_t h = 0; h < 0x10000u; ++h) {
+        const uint32_t v = fbits(f16_to_f32(uint16_t(h)));
+        x.push_back(v);
+        if ((h & 0x7c00u) == 0x7c00u) continue;
+        const uint32_t mid = fbits((f16_to_f32(uint16_t(h)) + f16_to_f32(uint16_t(h + 1))) / 2);
+        if ((h & 0x7fffu) != 0x7bffu) x.insert(x.end(), {mid - 1, mid, mid + 1});
+    }
+    for (uint32_t b : {0x33000000u, 0x33800000u, 0x38800000u, 0x477fe000u, 0x477ff000u, 0x7f800000u, 0x7fc00000u,
+                       0x7f800001u, 0x7fa01234u, 0x00000001u, 0x00800000u})
+        for (int d = -3; d <= 3; ++d) x.insert(x.end(), {b + uint32_t(d), (b + uint32_t(d)) ^ 0x80000000u});
+    const size_t sample = full ? size_t(1) << 24 : size_t(1) << 20;
+    while (x.size() < sample) x.push_back(uint32_t(rng()));
+    f16_round_batch(R, x, dims({x.size()}) + " (every f16, ties, boundaries, every exponent)");
+    if (!(full && exhaustive)) return;
+    const size_t batch = size_t(1) << 24;
+    std::vector<std::string> keep = std::move(R.lines);
+    R.lines.clear();
+    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += batch) {
+        x.resize(batch);
+        for (size_t i = 0; i < batch; ++i) x[i] = uint32_t(base + i);
+        f16_round_batch(R, x, "every float from " + show(uint32_t(base), Word::f32));
+    }
+    double ms = 0;
+    for (const std::string& l : R.lines) {
+        const char* comma = std::strrchr(l.c_str(), ',');
+        ms += comma ? std::atof(comma + 1) : 0;
+    }
+    R.lines = std::move(keep);
+    char line[160];
+    std::snprintf(line, sizeof line, "f16_round every float (2^32): %zu of %zu words bit-exact, %.0f ms", size_t(1) << 32,
+                  size_t(1) << 32, ms);
+    R.lines.push_back(line);
+}
+
 }  // namespace
 
 size_t workgroup_bytes(const std::vector<uint32_t>& m) {
@@ -747,6 +799,7 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("attention_q8")) verify_attention(R, rng, opt.full, true);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
+    if (want("f16_round")) verify_f16_round(R, rng, opt.full, exhaustive);
 }
 }  // namespace
 
