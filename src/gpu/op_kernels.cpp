@@ -776,7 +776,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         F32 sv = scratch[sc_at + i];
         F32 Mo = M.get();
         Bool up = sv > Mo;
-        F32 e = expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused, /*tiny_floor=*/true);
+        F32 e = guard_load(expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused, /*tiny_floor=*/true));
         scratch.set(ms_at + i, select(up, e, f32c(1.0f)));
         scratch.set(vs_at + i, select(up, f32c(1.0f), e));
         M = select(up, sv, Mo);
@@ -846,20 +846,35 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
                     for (uint32_t k = 0; k < ATT_WALK; ++k)
                         if_(in[k], [&] {
                             F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
-                            F32 m = guard_load(ms[k]), w = guard_load(vs[k]);
-                            // The rescale only where the maximum moved (ms != 1; y·1 is y itself, an f16 value).
-                            if_(bits(m) != 0x3f800000u, [&] { y[e] = att_rescale(y[e].get(), m, guarded); });
-                            y[e] = att_add(v, w, y[e].get(), guarded);
-                            if (e == 0) {
-                                GuardSite sum_site("attention sum");
+                            F32 m = ms[k], w = vs[k];
+                            // S needs no guard: ms and vs were guarded where made (never subnormal
+                            // there: expf's tiny floor), S >= 1 from the first position on, and a
+                            // floored weight below 2^-126 leaves S's bits as the CPU's smaller one.
+                            auto add_to_sum = [&] {
+                                Unguarded ug;
                                 S[0] = fma_f32(S[0].get(), m, w);
-                            }
+                            };
+                            // Most positions neither move the maximum (ms = 1: no rescale) nor
+                            // weigh below 2^-90 (the guard's sign rule): a plain add, unguarded,
+                            // since its one guarded outcome, a NaN, stays NaN to the end of the walk
+                            // and is flagged there.
+                            Bool plain = bits(m) == 0x3f800000u && !below_2m90(w);
+                            if_else(plain, [&] {
+                                Unguarded ug;
+                                y[e] = f16_round(fma_f32(v, w, y[e].get()));
+                                if (e == 0) add_to_sum();
+                            }, [&] {
+                                if_(bits(m) != 0x3f800000u, [&] { y[e] = att_rescale(y[e].get(), m, guarded); });
+                                y[e] = att_add(v, w, y[e].get(), guarded);
+                                if (e == 0) add_to_sum();
+                            });
                         });
                 });
             });
         }
     });
     {
+        for (uint32_t e = 0; e < ATT_ELEMS; ++e) guard(is_nan(y[e].get()));  // the plain adds' NaN
         GuardSite out_site("attention out");
         F32 Sv = S[0].get();
         F32 inv = select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv));
