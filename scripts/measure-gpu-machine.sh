@@ -8,12 +8,14 @@
 # PARTS: a comma list of basics (discovery, the kernel bench), verify, check, speed, profile,
 # share (per-shape calibration: what it decides for each 1.7B and 8B Q1_0 shape, and decode with
 # the whole token on the card, with the per-shape share, and on the CPU alone, in one run each;
-# the rests of BANKML_GPU_LIMIT=0.5 beside them) (default: all of them). LLAMA_BENCH, when
+# the rests of BANKML_GPU_LIMIT=0.5 beside them), norm (8B Q1_0's norms as one rms_norm_q8
+# dispatch against rms_norm then prep_act, BANKML_GPU_SPLIT_NORM=1: logits against the CPU's,
+# decode rates alternating twice, each step alone) (default: all of them). LLAMA_BENCH, when
 # set, is a llama-bench binary run on the same files. Models are written to $MODELS (default
 # /tmp/bankml-models) once.
 set -u
 out=${1:-/tmp/bankml-measure}
-parts=${2:-basics,verify,check,speed,profile,share}
+parts=${2:-basics,verify,check,speed,profile,share,norm}
 models=${MODELS:-/tmp/bankml-models}
 mkdir -p "$out" "$models"
 bin=${BANKML:-./bankml}
@@ -83,5 +85,29 @@ if has share; then
     log "rests $mt: BANKML_GPU_LIMIT=0.5, whole tokens (tg64): tokens on the card and on the CPU"
     BANKML_GPU_LIMIT=0.5 "$bin" run -m "$m" --tokens 1,2,3,4 -n 64 --json 2>/dev/null |
       grep -oE '"(tokens_on_card|tokens_on_cpu_resting|decode_tokens_per_s)":[0-9.e+-]+' | tee -a "$out/summary.txt"
+  done
+fi
+
+if has norm; then
+  m=$(model 8b q1_0)
+  toks=17,300,5,999,42,42,42,7
+  BANKML_GPU=off "$bin" run -m "$m" --tokens $toks -n 32 --logits "$out/cpu.f32" >/dev/null 2>&1
+  for split in 0 1; do
+    BANKML_GPU_SPLIT_NORM=$split "$bin" run -m "$m" --tokens $toks -n 32 --logits "$out/gpu.f32" >/dev/null 2>&1
+    if cmp -s "$out/cpu.f32" "$out/gpu.f32"; then r="logits byte-identical"; else r="LOGITS DIFFER"; fi
+    log "norm BANKML_GPU_SPLIT_NORM=$split: $r"
+    rm -f "$out/gpu.f32"
+  done
+  rm -f "$out/cpu.f32"
+  for round in 1 2; do
+    for split in 0 1; do
+      log "norm BANKML_GPU_SPLIT_NORM=$split, round $round: bench tg128 on the card"
+      BANKML_GPU_SPLIT_NORM=$split "$bin" bench -m "$m" -p 0 -n 128 -r 2 --gpu on 2>&1 | tail -1 | tee -a "$out/summary.txt"
+    done
+  done
+  for split in 0 1; do
+    log "norm BANKML_GPU_SPLIT_NORM=$split: each step alone (BANKML_GPU_PROFILE=2)"
+    BANKML_GPU_SPLIT_NORM=$split BANKML_GPU_PROFILE=2 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 |
+      grep -E "rms_norm|prep_act|total|whole token" | tee -a "$out/summary.txt"
   done
 fi

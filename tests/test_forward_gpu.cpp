@@ -71,6 +71,28 @@ TEST(forward_gpu_logits_equal_the_cpu_path_byte_for_byte) {
         }
 }
 
+// Each norm quantizes its own output for the next product in one dispatch of several workgroups
+// (rms_norm_q8, the residual stream in two buffers in turn); BANKML_GPU_SPLIT_NORM=1 (measuring)
+// records rms_norm then prep_act instead: a dispatch more a norm, the same bits, the exact replay
+// after a flag as right.
+TEST(forward_gpu_split_norm_gives_the_same_bits_with_a_dispatch_more_a_norm) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(5);
+    const auto want = steps(*cpu, p, 6);
+    auto fused = open_model("q1_0", true);
+    REQUIRE(fused->gpu_forward() != nullptr);
+    CHECK_GT(gpu::ops::norm_q8_groups(uint32_t(cpu->hparams().n_embd)), 1u);
+    CHECK(same_bytes(want, steps(*fused, p, 6)));
+    const size_t norms = 2 * size_t(cpu->hparams().n_layer) + 1;
+    bt::EnvScope split("BANKML_GPU_SPLIT_NORM", "1");
+    auto card = open_model("q1_0", true);
+    REQUIRE(card->gpu_forward() != nullptr);
+    if (card->gpu_forward()->guarded()) card->gpu_forward()->inject_failure(3, "subnormal");
+    CHECK(same_bytes(want, steps(*card, p, 6)));
+    CHECK_EQ(card->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + norms);
+    CHECK_EQ(card->gpu_forward()->replays(), card->gpu_forward()->guarded() ? 1u : 0u);
+}
+
 TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
     auto cpu = open_model("q1_0", false);
     auto card = open_model("q1_0", true);

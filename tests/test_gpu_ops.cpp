@@ -3,7 +3,9 @@
 // (small shapes), a corrupted output refused for each, every module valid SPIR-V, and the
 // `bankml gpu --verify --json` document.
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <random>
 #include <fstream>
 
 #include "core/error.h"
@@ -111,6 +113,81 @@ TEST(gpu_op_rms_norm_bit_exact) {
                            "some ties", "large few", "zeros",
                            "equal", "residual random", "residual cancel", "residual spread"});
 }
+TEST(gpu_op_rms_norm_q8_bit_exact) {
+    bit_exact("rms_norm_q8", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
+                              "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"});
+}
+// The oracle checks every workgroup's blocks: a quant of the last span of 1×1056 (workgroup 8 of 9)
+// that differs refuses the card.
+TEST(gpu_op_rms_norm_q8_refused_for_a_wrong_block_of_a_later_workgroup) {
+    CHECK_EQ(gpu::ops::norm_q8_groups(1056), 9u);
+    refused("rms_norm_q8", 1040);
+}
+
+// rms_norm_q8 against the two dispatches it replaces, on the card: rms_norm (x in place) then
+// prep_act give every word it gives, in every workgroup, and its x_out is rms_norm's x. A dispatch
+// one workgroup short leaves the last span's blocks unwritten, and only those.
+TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
+    gpu::Gpu* g = test_gpu();
+    const gpu::ops::Build b = card_build(*g);
+    REQUIRE(!gpu::ops::has_guard(b));
+    const uint32_t n = 1056, w_off = 3, groups = gpu::ops::norm_q8_groups(n), blocks = n / 32;
+    const float eps = 1e-6f;
+    REQUIRE(groups > 2u);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> x(n), add(n), w(w_off + n);
+    for (float& v : x) v = normal(rng);
+    for (float& v : add) v = 0.5f * normal(rng);
+    for (float& v : w) v = 1.0f + 0.1f * normal(rng);
+    std::vector<gpu::Buffer> live;
+    auto buf = [&](const std::vector<float>& v) {
+        live.push_back(g->readback_buffer(v.size() * 4));
+        g->write(live.back(), std::span<const float>(v));
+        return live.size() - 1;
+    };
+    auto poisoned = [&](size_t words) { return buf(std::vector<float>(words, std::bit_cast<float>(0x7fbadbadu))); };
+    auto words = [&](size_t i, size_t count) {
+        std::vector<uint32_t> o(count);
+        std::memcpy(o.data(), live[i].mapped, count * 4);
+        return o;
+    };
+    auto pipe = [&](const char* name) {
+        const gpu::ops::OpKernel& k = gpu::ops::op_kernel(name);
+        return g->pipeline(k.build(b), gpu::ops::bindings(k, b), k.push_words * 4);
+    };
+    gpu::Pipeline norm = pipe("rms_norm"), prep = pipe("prep_act"), norm_q8 = pipe("rms_norm_q8");
+    const std::vector<uint32_t> push{n, w_off, std::bit_cast<uint32_t>(eps), 1u};
+    const size_t tf = gpu::ops::table_floats(n), table = size_t(blocks) * 128;
+    // The pair.
+    const size_t rx = buf(x), ra = buf(add), rw = buf(w), ry = poisoned(n), rt = poisoned(tf), rq = poisoned(n), rd = poisoned(blocks),
+                 rh = poisoned(n / 2);
+    g->run(norm, std::vector<const gpu::Buffer*>{&live[rx], &live[ra], &live[rw], &live[ry]}, push, 1);
+    g->run(prep, std::vector<const gpu::Buffer*>{&live[ry], &live[rt], &live[rq], &live[rd], &live[rh]}, std::vector<uint32_t>{n, 0u, 0u}, blocks);
+    // rms_norm_q8, with every workgroup and with one fewer.
+    for (uint32_t gs : {groups, groups - 1}) {
+        const size_t qx = buf(x), qo = poisoned(n), qt = poisoned(tf), qq = poisoned(n), qd = poisoned(blocks), qh = poisoned(n / 2);
+        g->run(norm_q8, std::vector<const gpu::Buffer*>{&live[qx], &live[ra], &live[rw], &live[qo], &live[qt], &live[qq], &live[qd], &live[qh]},
+               push, gs);
+        CHECK(std::memcmp(live[qx].mapped, x.data(), n * 4) == 0);  // x is only read
+        CHECK(words(qo, n) == words(rx, n));  // the first workgroup writes the whole row
+        const uint32_t done = std::min(n, gs * gpu::ops::NORM_Q8_SPAN);  // values of the spans that ran
+        auto same = [&](size_t got, size_t want, size_t count, size_t upto) {
+            const std::vector<uint32_t> a = words(got, count), e = words(want, count);
+            size_t equal = 0;
+            for (size_t i = 0; i < count; ++i) equal += a[i] == e[i];
+            return CHECK_EQ(equal, upto) && std::equal(a.begin(), a.begin() + long(upto), e.begin());
+        };
+        same(qq, rq, n, done);
+        same(qd, rd, blocks, done / 32);
+        same(qt, rt, table, done / 32 * 128);
+        same(qh, rh, n / 2, done / 2);
+        if (gs < groups) CHECK_EQ(words(qq, n)[n - 1], 0x7fbadbadu);
+    }
+    CHECK(std::memcmp(live[rx].mapped, x.data(), n * 4) != 0);  // the residual was added
+    for (gpu::Buffer& bb : live) g->free(bb);
+}
+
 TEST(gpu_op_sum_squares_bit_exact) {
     bit_exact("sum_squares", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
                               "ties", "some ties", "large few", "zeros", "equal"});
@@ -237,7 +314,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
         CHECK(k["bit_exact"].as_bool());
         if (names.empty() || names.back() != k["name"].as_string()) names.push_back(k["name"].as_string());
     }
-    for (const char* want : {"q1_0_mat_vec", "q1_0_mat_vec8", "rms_norm", "prep_act", "q2_0_mat_vec", "f16_mat_vec", "head_norm_rope",
+    for (const char* want : {"q1_0_mat_vec", "q1_0_mat_vec8", "rms_norm", "rms_norm_q8", "prep_act", "q2_0_mat_vec", "f16_mat_vec", "head_norm_rope",
                              "attention", "swiglu", "expf", "f16_round"})
         if (!CHECK(std::find(names.begin(), names.end(), want) != names.end())) std::printf("    no %s in --json\n", want);
     // The text form names the op kernels too.

@@ -19,6 +19,7 @@ constexpr float NEG_INF = -__builtin_inff();
 
 // Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
 constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
+static_assert(NORM_Q8_SPAN % 32 == 0 && NORM_Q8_SPAN <= NORM_LOCAL);
 
 
 // ---------------------------------------------------------------- the ordered double sum
@@ -310,9 +311,12 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     return s.finish();
 }
 
-// The norm's scale 1/sqrt(mean + eps) of x, after the residual add (add + x, as the CPU adds them,
-// stored back into x) where residual is 1; every invocation calls it.
-F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t) {
+// The norm's scale 1/sqrt(mean + eps) of x, after the residual add (add + x, as the CPU adds them)
+// where residual is 1; every invocation calls it. The added value is stored back into x where
+// in_place (rms_norm), and each value of the row, added or not, is handed to keep(i, value) where
+// keep is given (rms_norm_q8).
+F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t, bool in_place,
+               const std::function<void(U32, F32)>& keep = {}) {
     auto shared_scale = workgroup<K::f32>(1);
     // (residual is the same for the whole dispatch: add is read only where it is 1.)
     std::optional<GuardSite> site(std::in_place, "rms_norm sum");
@@ -322,9 +326,10 @@ F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U
             auto v = var(guard_load(l[0]));
             if_(residual != 0u, [&] {
                 F32 r = guard_load(l[1]) + v.get();
-                x.set(at, r);
+                if (in_place) x.set(at, r);
                 v = r;
             });
+            if (keep) keep(at, v.get());
             return v.get();
         });
     site.emplace("rms_norm scale");
@@ -369,8 +374,47 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
     stamp(0);
-    F32 scale = norm_scale(x, add, n, residual, eps, t);
+    F32 scale = norm_scale(x, add, n, residual, eps, t, true);
     norm_out(x, w, w_off, n, scale, t, [&](U32 i, F32 v) { y.set(i, v); });
+    stamp(8);
+    return s.finish();
+}
+
+// rms_norm whose output goes straight into prep_act's outputs, in NORM_Q8_SPAN values a workgroup.
+// Every workgroup makes the whole row's scale (the same code on the same data: the same bits in
+// each), then normalizes and quantizes its own span alone. x is only read: the first workgroup
+// writes the row after the residual add (or x itself, where there is none) into x_out, so that no
+// workgroup reads what another writes; the forward pass alternates two residual buffers.
+std::vector<uint32_t> rms_norm_q8(const Build& b) {
+    Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    auto x = buffer<K::f32>(0, true, "x");
+    auto add = buffer<K::f32>(1, true, "add");
+    auto w = buffer<K::f32>(2, true, "w");
+    auto x_out = buffer<K::f32>(3, false, "x_out");
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::i32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+               buffer<K::u32>(7, false, "f16")};
+    if (b.clock) clock_stamps(8);
+    push_constants(4);
+    U32 n = push(0), w_off = push(1), residual = push(3);
+    F32 eps = f32_bits(push(2));
+    U32 t = local_id(), g = group_id();
+    U32 first = g * u32c(NORM_Q8_SPAN);
+    U32 len = select(n - first < u32c(NORM_Q8_SPAN), n - first, u32c(NORM_Q8_SPAN));
+    stamp(0);
+    // The span's values after the residual add, then its outputs y(i) = (x(i)·scale)·w(i).
+    auto ys = workgroup<K::f32>(NORM_Q8_SPAN);
+    F32 scale = norm_scale(x, add, n, residual, eps, t, false, [&](U32 at, F32 v) {
+        if_(g == 0u, [&] { x_out.set(at, v); });
+        if_(at - first < u32c(NORM_Q8_SPAN), [&] { ys.set(at - first, v); });  // (at < first wraps past the span)
+    });
+    {
+        GuardSite site("rms_norm out");
+        if_(t < len, [&] { ys.set(t, (ys[t] * scale) * w[w_off + first + t]); });
+    }
+    barrier();
+    GuardSite site("rms_norm quantization");
+    auto sd = workgroup<K::f32>(NORM_Q8_SPAN / 32), sid = workgroup<K::f32>(NORM_Q8_SPAN / 32);
+    quantize_lanes(ys, len >> 2u, first >> 2u, t, NORM_LOCAL, NORM_Q8_SPAN / 4, act, sd, sid);
     stamp(8);
     return s.finish();
 }
@@ -961,6 +1005,7 @@ Build guarded(const Build& exact) {
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm, true},
+        {"rms_norm_q8", 8, 4, NORM_LOCAL, rms_norm_q8, true},
         {"sum_squares", 2, 1, NORM_LOCAL, sum_squares},
         {"prep_act", 5, 3, 128, prep_act},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},

@@ -26,6 +26,13 @@ namespace bankml::gpu::ops {
 
 inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_ROPE = 4;
 
+// The values each workgroup of rms_norm_q8 normalizes and quantizes (four Q8_0 blocks): every
+// workgroup makes the whole row's sum first, so the dispatch takes as long as one norm however many
+// workgroups it has, and a span this small keeps the quantization after it to a few steps while
+// an 8B row (4096) needs only 32 workgroups, fewer than a large card's multiprocessors.
+inline constexpr uint32_t NORM_Q8_SPAN = 128;
+inline constexpr uint32_t norm_q8_groups(uint32_t n) { return (n + NORM_Q8_SPAN - 1) / NORM_Q8_SPAN; }
+
 // What a kernel's code depends on besides its shape: the f32 Fma path the card proved, and
 // whether the host's expf fuses its multiply-adds (glibc's FMA build).
 // float_modes: the float controls the modules ask for (shader::FloatModes), all the card offers:
@@ -51,6 +58,10 @@ struct OpKernel {
 // rms_norm: x (binding 0, rw), add (1), norm weights (2), y (3); push: n, w_off, eps bits,
 // residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
+// rms_norm_q8: x (0, read only), add (1), norm weights (2), x_out (3: the first workgroup writes
+// add + x there where residual is 1, x where it is 0), then prep_act's outputs of y: table (4),
+// quants (5), scales (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n) workgroups, n a
+// multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
 // f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.

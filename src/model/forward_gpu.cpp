@@ -76,7 +76,7 @@ const CardType& card_type(quant::Type t) {
 constexpr int TOKEN_SPIN_US = 50000;
 // The guard's flag buffer: word 0 and a word per guard site (gpu::shader::GUARD_FLAG_WORDS).
 constexpr size_t FLAG_BYTES = gpu::shader::GUARD_FLAG_WORDS * 4;
-constexpr size_t CLOCK_STAMPS = 32;  // rms_norm's at 0-8, attention_q8's at 16-22
+constexpr size_t CLOCK_STAMPS = 32;  // the norm's (rms_norm_q8 or rms_norm) at 0-8, attention_q8's at 16-22
 
 struct GpuForward::Impl {
     gpu::Gpu gpu;
@@ -90,10 +90,13 @@ struct GpuForward::Impl {
     bool q1_0_native = false;
 
     // Activations, all [n] f32 unless noted; the cache [layer][kv head][position][head_dim] f16.
-    gpu::Buffer x;        // [n_embd] the residual stream; the host writes the embedding row
+    // [n_embd] the residual stream, in two buffers: each norm reads one and writes the other (a
+    // dispatch of many workgroups never reads what it writes); the host writes the embedding row
+    // into x, which the first norm reads.
+    gpu::Buffer x, x2;
     gpu::Buffer state;    // words: position, cached positions, -, -, the rope table [head_dim]
     gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
-    gpu::Buffer xn;       // [n_embd] a normed input
+    gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
     gpu::Buffer act16;    // its f16 rounding, two to a word
@@ -239,9 +242,22 @@ struct GpuForward::Impl {
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
     }
+    // BANKML_GPU_SPLIT_NORM=1 (measuring only): each norm as rms_norm (one workgroup, x in place)
+    // then prep_act, the two dispatches rms_norm_q8 makes one.
+    bool split_norm = false;
+    size_t norms_recorded = 0;  // in the token being recorded: which residual buffer is whose
     void norm_prep(std::vector<gpu::Step>& s, uint32_t w_off, bool residual) {
-        s.push_back(norm(w_off, residual));
-        s.push_back(prep(xn, (size_t)hp.n_embd));
+        if (split_norm) {
+            s.push_back(norm(w_off, residual));
+            s.push_back(prep(xn, (size_t)hp.n_embd));
+            return;
+        }
+        // Norm k reads the residual stream from x (k even) or x2 (k odd) and writes it, after the
+        // residual add, into the other.
+        const bool odd = norms_recorded++ % 2;
+        const gpu::Buffer &in = odd ? x2 : x, &out = odd ? x : x2;
+        s.push_back(op("rms_norm_q8", {&in, &o, &norms, &out, &table, &q8, &d8, &act16},
+                       {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd)));
     }
 };
 
@@ -312,6 +328,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     };
     const size_t widest = std::max({E, NQ, FF});
     d.x = zeroed(E);
+    d.x2 = zeroed(E);
     d.state = zeroed(go::STATE_ROPE + D);
     d.xn = zeroed(E);
     d.table = zeroed(go::table_floats(widest));
@@ -335,11 +352,14 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     const char* prof = std::getenv("BANKML_GPU_PROFILE");
     d.profile = prof && std::string(prof) == "1";
     d.host_profile = prof && std::string(prof) == "2";
+    const char* split = std::getenv("BANKML_GPU_SPLIT_NORM");
+    d.split_norm = split && std::string(split) == "1";
 
     // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
     auto token = [&]() {
     std::vector<gpu::Step> s;
+    d.norms_recorded = 0;
     for (size_t l = 0; l < L; ++l) {
         d.norm_prep(s, offs[l].attn, l > 0);
         s.push_back(d.product(d.qkv_w[l], d.qkv));
@@ -436,7 +456,7 @@ uint64_t GpuForward::bytes_for(const GpuModel& m) {
         for (const Matrix* w : {&y.wq, &y.wk, &y.wv, &y.wo, &y.gate, &y.up, &y.down}) b += packed(*w);
     b += 2 * L * NKV * C * D * 2;                                                     // the f16 cache
     const uint64_t widest = std::max({E, NQ, FF});
-    b += (E * 3 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits (an upper bound)
+    b += (E * 4 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits (an upper bound)
     return b;
 }
 
@@ -574,9 +594,9 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     for (const auto& [n, r] : raised) d.flags_by_kernel[n] += r;
     d.recent_flags = ((d.recent_flags << 1) | (*flag ? 1u : 0u)) & ((1u << Impl::RECENT) - 1);
     if (d.replayable && *flag) {
-        // The guarded kernels met a subnormal: the token again, exactly. The norms added into x
-        // in place; everything else the token writes (this position's cache rows included) is
-        // written again.
+        // The guarded kernels met a subnormal: the token again, exactly, from the embedding row
+        // again (the norms wrote over it); everything else the token writes (this position's
+        // cache rows included) is written again.
         *flag = 0;
         ++d.replays;
         if (size_t(__builtin_popcount(d.recent_flags)) >= Impl::FLAGS_FOR_EXACT) {

@@ -281,16 +281,19 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
 }
 
 // The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (as i32 words), scales,
-// the Q1_0 lane-product table, and the f16 pairs.
+// the Q1_0 lane-product table, and the f16 pairs. n is a multiple of 32 (the blocks past n up to a
+// multiple of 128, which pack_act needs, are made of zeros and left out).
 struct PreparedAct {
     std::vector<uint32_t> q8, d8, table, f16;
 };
 PreparedAct prepared(const std::vector<float>& y) {
-    const size_t n = y.size();
-    std::vector<quant::BlockQ8_0> q8(n / 32);
-    quant::quantize_row_q8_0(y.data(), q8.data(), n);
+    const size_t n = y.size(), padded = (n + 127) / 128 * 128;
+    std::vector<float> yp(y);
+    yp.resize(padded, 0.0f);
+    std::vector<quant::BlockQ8_0> q8(padded / 32);
+    quant::quantize_row_q8_0(yp.data(), q8.data(), padded);
     std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
-    gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
+    gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, padded);
     PreparedAct p;
     p.table = words_of(std::vector<float>(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128)));
     p.q8.resize(n), p.d8.resize(n / 32);
@@ -300,6 +303,41 @@ PreparedAct prepared(const std::vector<float>& y) {
     ops::round_f16(y.data(), h.data(), n);
     p.f16 = pairs_of(h);
     return p;
+}
+
+// rms_norm_q8: the CPU's residual add and norm, then the quantization of the norm's output as
+// prepared() makes it, across several workgroups (a last one with a shorter span: 1056 and 4320
+// are not multiples of NORM_Q8_SPAN), and the residual stream the first workgroup writes.
+void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
+    std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 5120, 12288} : std::vector<size_t>{1056, 4320};
+    const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
+                           "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"};
+    const float eps = 1e-6f;
+    const uint32_t w_off = 5;
+    for (size_t n : ns)
+        for (const char* kind : kinds) {
+            const bool residual = std::strncmp(kind, "residual", 8) == 0;
+            std::vector<float> x, add, w(w_off + n);
+            norm_data(rng, kind, n, x, add);
+            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
+            std::vector<float> xc = x, y(n);
+            if (residual)
+                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
+            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
+            const PreparedAct want = prepared(y);
+            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n),
+                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
+                              go::norm_q8_groups(uint32_t(n)));
+            R.check("rms_norm_q8", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32},
+                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
+                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
+                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2},
+                     {"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32},
+                     {"x", Runner::read(*bx, n), words_of(x), Word::f32}});
+            R.release();
+        }
 }
 
 // The norm's ordered double sum alone, every bit of it, on the norm's data (a norm's float output
@@ -790,6 +828,7 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     Rng rng(20261201);
     auto want = [&](const char* k) { return opt.only.empty() || opt.only == k; };
     if (want("rms_norm")) verify_rms_norm(R, rng, opt.full);
+    if (want("rms_norm_q8")) verify_rms_norm_q8(R, rng, opt.full);
     if (want("sum_squares")) verify_sum_squares(R, rng, opt.full);
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
