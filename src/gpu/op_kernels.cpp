@@ -887,32 +887,46 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
                         U32 at = select(in[k], p, u32c(0));
                         vw[k] = vsh[at * half + word], ms[k] = msh[at], vs[k] = wsh[at];
                     }
-                    for (uint32_t k = 0; k < ATT_WALK; ++k)
-                        if_(in[k], [&] {
-                            F32 v = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
-                            F32 m = ms[k], w = vs[k];
-                            // S needs no guard: ms and vs were guarded where made (never subnormal
-                            // there: expf's tiny floor), S >= 1 from the first position on, and a
-                            // floored weight below 2^-126 leaves S's bits as the CPU's smaller one.
-                            auto add_to_sum = [&] {
-                                Unguarded ug;
-                                S[0] = fma_f32(S[0].get(), m, w);
-                            };
-                            // Most positions neither move the maximum (ms = 1: no rescale) nor
-                            // weigh below 2^-90 (the guard's sign rule): a plain add, unguarded,
-                            // since its one guarded outcome, a NaN, stays NaN to the end of the walk
-                            // and is flagged there.
-                            Bool plain = bits(m) == 0x3f800000u && !below_2m90(w);
-                            if_else(plain, [&] {
-                                Unguarded ug;
-                                y[e] = f16_round(fma_f32(v, w, y[e].get()));
-                                if (e == 0) add_to_sum();
-                            }, [&] {
-                                if_(bits(m) != 0x3f800000u, [&] { y[e] = att_rescale(y[e].get(), m, guarded); });
-                                y[e] = att_add(v, w, y[e].get(), guarded);
-                                if (e == 0) add_to_sum();
+                    // S needs no guard: ms and vs were guarded where made (never subnormal there:
+                    // expf's tiny floor), S >= 1 from the first position on, and a floored weight
+                    // below 2^-126 leaves S's bits as the CPU's smaller one.
+                    auto add_to_sum = [&](F32 m, F32 w) {
+                        Unguarded ug;
+                        S[0] = fma_f32(S[0].get(), m, w);
+                    };
+                    // Most positions neither move the maximum (ms = 1: no rescale) nor weigh below
+                    // 2^-90 (the guard's sign rule): a plain add, unguarded, since its one guarded
+                    // outcome, a NaN, stays NaN to the end of the walk and is flagged there.
+                    std::vector<F32> v(ATT_WALK);
+                    std::vector<Bool> plain(ATT_WALK);
+                    for (uint32_t k = 0; k < ATT_WALK; ++k) {
+                        v[k] = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
+                        plain[k] = bits(ms[k]) == 0x3f800000u && !below_2m90(vs[k]);
+                    }
+                    Bool whole = in[ATT_WALK - 1];
+                    for (uint32_t k = 0; k < ATT_WALK; ++k) whole = whole && plain[k];
+                    // A whole run of plain positions (the common case) goes without a branch each.
+                    if_else(whole, [&] {
+                        Unguarded ug;
+                        for (uint32_t k = 0; k < ATT_WALK; ++k) {
+                            y[e] = f16_round(fma_f32(v[k], vs[k], y[e].get()));
+                            if (e == 0) add_to_sum(ms[k], vs[k]);
+                        }
+                    }, [&] {
+                        for (uint32_t k = 0; k < ATT_WALK; ++k)
+                            if_(in[k], [&] {
+                                F32 m = ms[k], w = vs[k];
+                                if_else(plain[k], [&] {
+                                    Unguarded ug;
+                                    y[e] = f16_round(fma_f32(v[k], w, y[e].get()));
+                                    if (e == 0) add_to_sum(m, w);
+                                }, [&] {
+                                    if_(bits(m) != 0x3f800000u, [&] { y[e] = att_rescale(y[e].get(), m, guarded); });
+                                    y[e] = att_add(v[k], w, y[e].get(), guarded);
+                                    if (e == 0) add_to_sum(m, w);
+                                });
                             });
-                        });
+                    });
                 });
             });
         }
