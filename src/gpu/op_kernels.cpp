@@ -527,10 +527,12 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // ggml_vec_dot_q2_0_q8_0: per block sumi = (0 + d1a·sa) + d1b·sb, then sumf += d0·sumi in block
 // order. The per-block products are independent: 32 invocations per row compute them, one adds
 // them in order.
+constexpr uint32_t Q2_MAX_BLOCKS = Q2_0_MAX_COLS / 64;
+
 std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     Shader s(256, false, b.fma, b.float_modes);
     auto scales = buffer<K::u32>(0, true, "scales");
-    auto codes = buffer<K::u32>(1, true, "codes");
+    auto codes = buffer<K::u2>(1, true, "codes");  // a block's 16 bytes as two pairs of words
     auto q8 = buffer<K::i32>(2, true, "q8");
     auto d8 = buffer<K::f32>(3, true, "d8");
     auto out = buffer<K::f32>(4, false, "out");
@@ -541,6 +543,16 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     U32 row_raw = group_id() * 8u + slot;
     Bool live = row_raw < rows;
     U32 row = select(live, row_raw, u32c(0));
+    // The activation's quants four to a word in workgroup memory, each block's 16 words at a
+    // stride of 17: the 32 lanes read 32 different blocks at once, from 32 different banks.
+    auto qs = workgroup<K::u32>(Q2_MAX_BLOCKS * 17);
+    for_(t, blocks * 16u, u32c(256), [&](U32 w) {
+        U32 at = w * 4u;
+        U32 p = (as_u32(q8[at]) & 0xffu) | ((as_u32(q8[at + 1u]) & 0xffu) << 8u) | ((as_u32(q8[at + 2u]) & 0xffu) << 16u) |
+                (as_u32(q8[at + 3u]) << 24u);
+        qs.set((w >> 4u) * 17u + (w & 15u), p);
+    });
+    barrier();
     auto prod = workgroup<K::f32>(256);
     auto sumf = var(f32c(0.0f));
     for_(u32c(0), blocks, u32c(32), [&](U32 base) {
@@ -550,13 +562,18 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
             F32 d0 = f16_value(scales[wb]);
             auto sumi = var(f32c(0.0f));
             for (uint32_t k = 0; k < 2; ++k) {
+                // The integer sum of 32 products is exact in any order.
+                UVec2 cw = codes[wb * 2u + u32c(k)];
                 auto si = var(i32c(0));
                 for (uint32_t wd = 0; wd < 2; ++wd) {
-                    U32 word = codes[wb * 4u + u32c(k * 2 + wd)];
-                    for (uint32_t j = 0; j < 16; ++j) {
-                        I32 code = as_i32((word >> u32c(2 * j)) & 3u) - i32c(1);
-                        I32 q = q8[blk * 64u + u32c(k * 32 + wd * 16 + j)];
-                        si = si.get() + code * q;
+                    U32 word = wd == 0 ? lo(cw) : hi(cw);
+                    for (uint32_t g = 0; g < 4; ++g) {
+                        U32 qw = qs[blk * 17u + u32c(k * 8 + wd * 4 + g)];
+                        for (uint32_t j = 0; j < 4; ++j) {
+                            I32 code = as_i32((word >> u32c(2 * (g * 4 + j))) & 3u) - i32c(1);
+                            I32 q = as_i32(qw << u32c(24 - 8 * j)) >> u32c(24);
+                            si = si.get() + code * q;
+                        }
                     }
                 }
                 F32 d1 = d8[blk * 2u + u32c(k)];

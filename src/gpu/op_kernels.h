@@ -79,6 +79,8 @@ struct OpKernel {
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and
 // f16_round_probe: x (0, f32 bits), out (1); push: count.
+// The longest Q2_0 row q2_0_mat_vec takes (its activation's quants sit in workgroup memory).
+inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
 const std::vector<OpKernel>& op_kernels();
 const OpKernel& op_kernel(const std::string& name);
 

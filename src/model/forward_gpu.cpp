@@ -214,6 +214,9 @@ struct GpuForward::Impl {
                 throw Error("a layer mixes matrix types or widths (" + std::string(gguf::type_name(p->type)) + ")");
             c.rows += (size_t)p->rows;
         }
+        if (c.type == quant::Type::Q2_0 && c.cols > go::Q2_0_MAX_COLS)
+            throw Error("a Q2_0 row of " + std::to_string(c.cols) + " values (the card's Q2_0 product takes at most " +
+                        std::to_string(go::Q2_0_MAX_COLS) + ")");
         std::vector<uint8_t> raw;
         raw.reserve(c.rows * first.row_bytes);
         for (const Matrix* p : parts) raw.insert(raw.end(), p->data, p->data + (size_t)p->rows * p->row_bytes);
