@@ -196,6 +196,24 @@ TEST(gpu_op_prep_act_bit_exact) {
     bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
 }
 TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
+// A card without the packed 8-bit dot product sums a block's products in integer steps: the same
+// bits (the card under test may have the instruction: its build is forced to the steps here).
+TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    b.int_dot = false;
+    model::VerifyOpsOptions o;
+    o.only = "q2_0_mat_vec";
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    try {
+        model::verify_ops(*g, b, o);
+    } catch (const std::exception& e) {
+        bt::fail(__FILE__, __LINE__, e.what());
+    }
+    REQUIRE(!checks.empty());
+    for (const auto& c : checks) CHECK(c.bit_exact);
+}
 TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
@@ -261,8 +279,10 @@ TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
 
 TEST(gpu_op_modules_pass_spirv_val) {
     auto mods = model::op_modules();
-    // Both Fma paths of every kernel, each plain, soft and guarded.
-    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size());
+    // Both Fma paths of every kernel, each plain, soft and guarded, and the Q2_0 product with the
+    // packed 8-bit dot product.
+    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size() + 1);
+    CHECK_EQ(mods.back().first, "q2_0_mat_vec_int_dot.spv");
     CHECK_EQ(mods[0].first, "rms_norm.spv");
     CHECK_EQ(mods[1].first, "rms_norm_fma.spv");
     CHECK_EQ(mods[2].first, "rms_norm_soft.spv");

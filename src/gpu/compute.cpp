@@ -40,6 +40,7 @@ struct Loader {
     PFN_vkEnumerateDeviceExtensionProperties device_extensions = nullptr;
     // Null where the loader or the instance is Vulkan 1.0: then no feature struct can be queried.
     PFN_vkGetPhysicalDeviceFeatures2 features2 = nullptr;
+    uint32_t api = VK_API_VERSION_1_0;  // the instance's
 };
 
 // Compute runs on the process's one long-lived instance (vulkan::instance(): the loader as the
@@ -64,6 +65,7 @@ Loader& loader() {
             L.create_device = vk.CreateDevice;
             L.gdpa = vk.GetDeviceProcAddr;
             L.device_extensions = vk.EnumerateDeviceExtensionProperties;
+            L.api = inst.api_version();
             if (inst.api_version() >= VK_API_VERSION_1_1) L.features2 = vk.GetPhysicalDeviceFeatures2;
             if (inst.api_version() >= VK_API_VERSION_1_1)
                 L.props2 = reinterpret_cast<PFN_vkGetPhysicalDeviceProperties2>(
@@ -203,7 +205,7 @@ struct Gpu::Impl {
     std::map<uint64_t, Buf> bufs;
     std::map<uint64_t, Pipe> pipes;
     std::map<uint64_t, Seq> seqs;
-    bool f64 = false;
+    bool f64 = false, int_dot = false;
     Gpu::FloatControls float_controls;
     std::string float_controls_detail = "no Vulkan 1.2 properties";
     uint64_t next_id = 1;
@@ -400,6 +402,18 @@ Gpu Gpu::open(size_t index) {
                                    yn(fc.shaderSignedZeroInfNanPreserveFloat64);
     }
     di.pEnabledFeatures = &want;
+    // The packed 8-bit dot product where the card has it (core in Vulkan 1.3; the Q2_0 products).
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dot{};
+    dot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+    if (L.features2 && L.api >= VK_API_VERSION_1_3 && props.apiVersion >= VK_API_VERSION_1_3) {
+        VkPhysicalDeviceFeatures2 f2{};
+        f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+        f2.pNext = &dot;
+        L.features2(pd, &f2);
+        d->int_dot = dot.shaderIntegerDotProduct == VK_TRUE;
+        dot.pNext = const_cast<void*>(di.pNext);
+        if (d->int_dot) di.pNext = &dot;
+    }
     // Where the driver can say what its compiler made of each kernel (registers, code size), ask
     // it to: the extension and its one feature, nothing else.
     const char* stats_ext = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
@@ -736,6 +750,7 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
 }
 
 bool Gpu::has_f64() const { return d_->f64; }
+bool Gpu::has_int_dot() const { return d_->int_dot; }
 const Gpu::FloatControls& Gpu::float_controls() const { return d_->float_controls; }
 const std::string& Gpu::float_controls_detail() const { return d_->float_controls_detail; }
 std::vector<double> Gpu::step_us() const { return d_->step_us; }

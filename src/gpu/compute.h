@@ -140,6 +140,9 @@ public:
 
     // True when the card runs shaders with 64-bit floats (shaderFloat64, enabled at open).
     bool has_f64() const;
+    // True when shaders may use the packed 8-bit dot product (shaderIntegerDotProduct, enabled at
+    // open; core in Vulkan 1.3).
+    bool has_int_dot() const;
     // BANKML_GPU_CLOCK=1 and the card offers VK_KHR_shader_clock's subgroup clock: Gpu::open
     // enabled it (measuring: kernels built with clock stamps).
     bool has_shader_clock() const;

@@ -531,6 +531,7 @@ constexpr uint32_t Q2_MAX_BLOCKS = Q2_0_MAX_COLS / 64;
 
 std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     Shader s(256, false, b.fma, b.float_modes);
+    s.int_dot = b.int_dot;
     auto scales = buffer<K::u32>(0, true, "scales");
     auto codes = buffer<K::u2>(1, true, "codes");  // a block's 16 bytes as two pairs of words
     auto q8 = buffer<K::i32>(2, true, "q8");
@@ -552,6 +553,13 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
                 (as_u32(q8[at + 3u]) << 24u);
         qs.set((w >> 4u) * 17u + (w & 15u), p);
     });
+    // Four codes (a byte of a code word) to their four weights code - 1 as signed bytes.
+    auto weights = workgroup<K::u32>(256);
+    {
+        U32 w = u32c(0);
+        for (uint32_t j = 0; j < 4; ++j) w = w | ((as_u32(as_i32(bit_field(t, 2 * j, 2)) - i32c(1)) & 0xffu) << u32c(8 * j));
+        weights.set(t, w);
+    }
     barrier();
     auto prod = workgroup<K::f32>(256);
     auto sumf = var(f32c(0.0f));
@@ -564,20 +572,16 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
             for (uint32_t k = 0; k < 2; ++k) {
                 // The integer sum of 32 products is exact in any order.
                 UVec2 cw = codes[wb * 2u + u32c(k)];
-                auto si = var(i32c(0));
+                I32 si = i32c(0);
                 for (uint32_t wd = 0; wd < 2; ++wd) {
                     U32 word = wd == 0 ? lo(cw) : hi(cw);
                     for (uint32_t g = 0; g < 4; ++g) {
                         U32 qw = qs[blk * 17u + u32c(k * 8 + wd * 4 + g)];
-                        for (uint32_t j = 0; j < 4; ++j) {
-                            I32 code = as_i32((word >> u32c(2 * (g * 4 + j))) & 3u) - i32c(1);
-                            I32 q = as_i32(qw << u32c(24 - 8 * j)) >> u32c(24);
-                            si = si.get() + code * q;
-                        }
+                        si = si + dot4_i8(weights[bit_field(word, 8 * g, 8)], qw);
                     }
                 }
                 F32 d1 = d8[blk * 2u + u32c(k)];
-                sumi = sumi.get() + d1 * f32(si.get());
+                sumi = sumi.get() + d1 * f32(si);
             }
             prod.set(t, d0 * sumi.get());
         });
@@ -1019,6 +1023,7 @@ Build build_for(const Gpu& card, bool native_fma) {
     Build b;
     b.fma = native_fma ? Fma::native : Fma::exact;
     b.expf_fused = host_expf_fused();
+    b.int_dot = card.has_int_dot();
     const Gpu::FloatControls& fc = card.float_controls();
     // Without DenormPreserve for 32 bits a card may flush f32 subnormals (NVIDIA's does): then
     // every f32 operation goes through double (soft f32).

@@ -42,6 +42,7 @@ struct Build {
     bool expf_fused = true;
     uint32_t float_modes = 0;
     bool clock = false;  // measuring: kernels with `stamps` take a clock-stamps buffer (shader::stamp)
+    bool int_dot = false;  // the card's packed 8-bit dot product (q2_0_mat_vec's block sums)
 };
 
 // The build a card may use: native Fma where it proved it, the host's expf variant, and the float

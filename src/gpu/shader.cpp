@@ -288,6 +288,23 @@ UVec2 bits(F64 x) { return UVec2(op(OpBitcast, type(K::u2), {x.id})); }
 F64 f64_bits(UVec2 x) { return F64(op(OpBitcast, type(K::f64), {x.id})); }
 U32 lo(UVec2 v) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, 0})); }
 U32 hi(UVec2 v) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, 1})); }
+U32 bit_field(U32 x, uint32_t offset, uint32_t count) {
+    return U32(op(OpBitFieldUExtract, type(K::u32), {x.id, mod().c_u32(offset), mod().c_u32(count)}));
+}
+I32 dot4_i8(U32 a, U32 b) {
+    Module& m = mod();
+    if (cur().int_dot) {
+        m.extension("SPV_KHR_integer_dot_product");
+        m.capability(CapabilityDotProductKHR);
+        m.capability(CapabilityDotProductInput4x8BitPackedKHR);
+        return I32(op(OpSDotKHR, type(K::i32), {a.id, b.id, PackedVectorFormat4x8Bit}));
+    }
+    // Each byte sign-extended (shifted to the top, then arithmetically down), multiplied, summed.
+    auto byte = [](U32 w, uint32_t k) { return as_i32(w << u32c(24 - 8 * k)) >> u32c(24); };
+    I32 s = byte(a, 0) * byte(b, 0);
+    for (uint32_t k = 1; k < 4; ++k) s = s + byte(a, k) * byte(b, k);
+    return s;
+}
 UVec2 uvec2(U32 l, U32 h) { return UVec2(op(OpCompositeConstruct, type(K::u2), {l.id, h.id})); }
 static F32 unpack_half(U32 w, uint32_t which) {
     uint32_t f2 = mod().t_vec(mod().t_f32(), 2);

@@ -76,6 +76,8 @@ public:
     // flag; the kernel's outputs are then not to be used (the soft_f32 build gives them exactly).
     bool guard_f32 = false;
     bool flush_f32 = false;      // FLUSH_F32, for plain f32 (guarded or not)
+    // The card offers shaderIntegerDotProduct: dot4_i8 is one instruction (else integer steps).
+    bool int_dot = false;
     bool has_f64 = false;        // the module declares Float64
     uint32_t guard_flag = 0;     // the function variable (u32) holding the raised sites' bits
     uint32_t site_bit = 1;       // the GuardSite in force (bit 0: none named)
@@ -188,6 +190,10 @@ U32 hi(UVec2 v);
 UVec2 uvec2(U32 lo, U32 hi);
 F32 unpack_half_lo(U32 two_halves);  // f16 in bits 0..15, widened exactly
 F32 unpack_half_hi(U32 two_halves);  // bits 16..31
+// count bits of x from bit `offset`, at the bottom of the result.
+U32 bit_field(U32 x, uint32_t offset, uint32_t count);
+// The sum of the four products of a's and b's bytes, each a signed 8-bit integer (exact).
+I32 dot4_i8(U32 a, U32 b);
 F32 fabs(F32 x);
 F32 fmax(F32 a, F32 b);
 F32 round_even(F32 x);

@@ -37,13 +37,15 @@ enum Op : uint16_t {
     OpSLessThanEqual = 179, OpFOrdEqual = 180, OpFOrdNotEqual = 182, OpFUnordNotEqual = 183, OpFOrdLessThan = 184,
     OpFOrdGreaterThan = 186, OpFOrdLessThanEqual = 188, OpFOrdGreaterThanEqual = 190,
     OpShiftRightLogical = 194, OpShiftRightArithmetic = 195, OpShiftLeftLogical = 196,
-    OpBitwiseOr = 197, OpBitwiseXor = 198, OpBitwiseAnd = 199, OpNot = 200,
+    OpBitwiseOr = 197, OpBitwiseXor = 198, OpBitwiseAnd = 199, OpNot = 200, OpBitFieldUExtract = 203,
+    OpSDotKHR = 4450,
     OpControlBarrier = 224, OpLoopMerge = 246, OpSelectionMerge = 247, OpLabel = 248,
     OpBranch = 249, OpBranchConditional = 250, OpReturn = 253,
 };
 enum : uint32_t {
     CapabilityShader = 1, CapabilityFloat64 = 10, CapabilityDenormPreserve = 4464,
     CapabilitySignedZeroInfNanPreserve = 4466, ExecutionModeDenormPreserve = 4459,
+    CapabilityDotProductInput4x8BitPackedKHR = 6018, CapabilityDotProductKHR = 6019, PackedVectorFormat4x8Bit = 0,
     ExecutionModeSignedZeroInfNanPreserve = 4461, AddressingLogical = 0, MemoryModelGLSL450 = 1, ExecutionModelGLCompute = 5,
     ExecutionModeLocalSize = 17,
     StorageUniformConstant = 0, StorageInput = 1, StorageWorkgroup = 4, StoragePushConstant = 9,

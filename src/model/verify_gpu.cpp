@@ -819,6 +819,11 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
                 b.float_modes = m;
                 out.push_back({std::string(k.name) + suffix + (f == sh::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
             }
+    // The Q2_0 product with the card's packed 8-bit dot product (one build: it has no guard).
+    go::Build dot;
+    dot.int_dot = true;
+    dot.float_modes = keep | sh::DENORM32;
+    out.push_back({"q2_0_mat_vec_int_dot.spv", go::op_kernel("q2_0_mat_vec").build(dot)});
     return out;
 }
 
