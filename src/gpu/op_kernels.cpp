@@ -819,6 +819,9 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = fals
         });
         barrier();
         U32 seg = t / u32c(ATT_LOCAL / 2), ts = t % u32c(ATT_LOCAL / 2);
+        // 64 invocations of 4 squares a sum (head_norm_rope's split: every head size up to
+        // HEAD_MAX), no clock stamps (slots 2-6 are the norm's).
+        static_assert((ATT_LOCAL / 2) * (HEAD_MAX / (ATT_LOCAL / 2)) >= HEAD_MAX);
         chain_sum(sq, seg * u32c(HEAD_MAX), D, f64c(0.0), ts, seg, ATT_LOCAL / 2, HEAD_MAX / (ATT_LOCAL / 2), ATT_NORM_CAP, cs, false);
         // Both sums, in every invocation: each makes both scales (the same bits as one would).
         F32 q_scale = div_exact(f32c(1.0f), sqrt_exact(mean_f32(cs.out[u32c(0)], D) + eps));
