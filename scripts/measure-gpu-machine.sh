@@ -10,14 +10,12 @@
 # the whole token on the card, with the per-shape share, and on the CPU alone, in one run each;
 # the rests of BANKML_GPU_LIMIT=0.5 beside them), norm (8B Q1_0's norms as one rms_norm_q8
 # dispatch against rms_norm then prep_act, BANKML_GPU_SPLIT_NORM=1: logits against the CPU's,
-# decode rates alternating twice, each step alone), attention (8B Q1_0's attention as one
-# attention_rope_q8 dispatch against head_norm_rope then attention_q8,
-# BANKML_GPU_SPLIT_ATTENTION=1: the same three measurements) (default: all of them). LLAMA_BENCH, when
+# decode rates alternating twice, each step alone) (default: all of them). LLAMA_BENCH, when
 # set, is a llama-bench binary run on the same files. Models are written to $MODELS (default
 # /tmp/bankml-models) once.
 set -u
 out=${1:-/tmp/bankml-measure}
-parts=${2:-basics,verify,check,speed,profile,share,norm,attention}
+parts=${2:-basics,verify,check,speed,profile,share,norm}
 models=${MODELS:-/tmp/bankml-models}
 mkdir -p "$out" "$models"
 bin=${BANKML:-./bankml}
@@ -111,29 +109,5 @@ if has norm; then
     log "norm BANKML_GPU_SPLIT_NORM=$split: each step alone (BANKML_GPU_PROFILE=2)"
     BANKML_GPU_SPLIT_NORM=$split BANKML_GPU_PROFILE=2 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 |
       grep -E "rms_norm|prep_act|total|whole token" | tee -a "$out/summary.txt"
-  done
-fi
-
-if has attention; then
-  m=$(model 8b q1_0)
-  toks=17,300,5,999,42,42,42,7
-  BANKML_GPU=off "$bin" run -m "$m" --tokens $toks -n 32 --logits "$out/cpu.f32" >/dev/null 2>&1
-  for split in 0 1; do
-    BANKML_GPU_SPLIT_ATTENTION=$split "$bin" run -m "$m" --tokens $toks -n 32 --logits "$out/gpu.f32" >/dev/null 2>&1
-    if cmp -s "$out/cpu.f32" "$out/gpu.f32"; then r="logits byte-identical"; else r="LOGITS DIFFER"; fi
-    log "attention BANKML_GPU_SPLIT_ATTENTION=$split: $r"
-    rm -f "$out/gpu.f32"
-  done
-  rm -f "$out/cpu.f32"
-  for round in 1 2; do
-    for split in 0 1; do
-      log "attention BANKML_GPU_SPLIT_ATTENTION=$split, round $round: bench tg128 on the card"
-      BANKML_GPU_SPLIT_ATTENTION=$split "$bin" bench -m "$m" -p 0 -n 128 -r 2 --gpu on 2>&1 | tail -1 | tee -a "$out/summary.txt"
-    done
-  done
-  for split in 0 1; do
-    log "attention BANKML_GPU_SPLIT_ATTENTION=$split: each step alone (BANKML_GPU_PROFILE=2)"
-    BANKML_GPU_SPLIT_ATTENTION=$split BANKML_GPU_PROFILE=2 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 |
-      grep -E "attention|head_norm_rope|total|whole token" | tee -a "$out/summary.txt"
   done
 fi

@@ -93,42 +93,6 @@ TEST(forward_gpu_split_norm_gives_the_same_bits_with_a_dispatch_more_a_norm) {
     CHECK_EQ(card->gpu_forward()->replays(), card->gpu_forward()->guarded() ? 1u : 0u);
 }
 
-// Each layer's attention makes its head norms, rope and cache rows in the same dispatch
-// (attention_rope_q8); BANKML_GPU_SPLIT_ATTENTION=1 (measuring) records head_norm_rope then
-// attention_q8 instead: a dispatch more a layer, the same bits, the exact replay after a flag as
-// right. Both switches together: a dispatch more a norm and a layer.
-TEST(forward_gpu_split_attention_gives_the_same_bits_with_a_dispatch_more_a_layer) {
-    auto cpu = open_model("q1_0", false);
-    const auto p = prompt_of(5);
-    const auto want = steps(*cpu, p, 6);
-    auto fused = open_model("q1_0", true);
-    REQUIRE(fused->gpu_forward() != nullptr);
-    CHECK_GT(cpu->hparams().n_head, cpu->hparams().n_head_kv);  // groups of several query heads
-    CHECK(same_bytes(want, steps(*fused, p, 6)));
-    const size_t layers = size_t(cpu->hparams().n_layer), norms = 2 * layers + 1;
-    // 8 dispatches a layer (norm, qkv, attention, output, norm, gate and up, SwiGLU, down), then the
-    // output norm and product.
-    CHECK_EQ(fused->gpu_forward()->dispatches(), 8 * layers + 2);
-    {
-        bt::EnvScope split("BANKML_GPU_SPLIT_ATTENTION", "1");
-        auto card = open_model("q1_0", true);
-        REQUIRE(card->gpu_forward() != nullptr);
-        if (card->gpu_forward()->guarded()) card->gpu_forward()->inject_failure(3, "subnormal");
-        CHECK(same_bytes(want, steps(*card, p, 6)));
-        CHECK_EQ(card->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + layers);
-        CHECK_EQ(card->gpu_forward()->replays(), card->gpu_forward()->guarded() ? 1u : 0u);
-        bt::EnvScope split_norm("BANKML_GPU_SPLIT_NORM", "1");
-        auto both = open_model("q1_0", true);
-        REQUIRE(both->gpu_forward() != nullptr);
-        CHECK(same_bytes(want, steps(*both, p, 6)));
-        CHECK_EQ(both->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + layers + norms);
-    }
-    // The fused token after a flag replays exactly too.
-    auto card = open_model("q1_0", true);
-    if (card->gpu_forward()->guarded()) card->gpu_forward()->inject_failure(2, "subnormal");
-    CHECK(same_bytes(want, steps(*card, p, 6)));
-}
-
 TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
     auto cpu = open_model("q1_0", false);
     auto card = open_model("q1_0", true);

@@ -4,7 +4,6 @@
 // `bankml gpu --verify --json` document.
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
 #include <random>
 #include <fstream>
@@ -219,116 +218,6 @@ TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
-TEST(gpu_op_attention_rope_q8_bit_exact) {
-    bit_exact("attention_rope_q8", {"random", "spread exponents", "equal scores", "rise and fall", "large scores", "cancelling"});
-}
-// The oracle checks every workgroup's outputs: a quant of the last query head of 4×128 (the
-// second workgroup of the second group, which stores no cache row) that differs refuses the card.
-TEST(gpu_op_attention_rope_q8_refused_for_a_wrong_value_of_a_later_groups_workgroup) {
-    gpu::Gpu* g = test_gpu();
-    model::VerifyOpsOptions o;
-    o.only = "attention_rope_q8";
-    size_t calls = 0;
-    o.corrupt = [&](const std::string& k, std::vector<uint32_t>& w) {
-        CHECK_EQ(k, std::string("attention_rope_q8"));
-        w.back() ^= 1u;
-        ++calls;
-    };
-    std::string what;
-    int code = 0;
-    try {
-        model::verify_ops(*g, card_build(*g), o);
-    } catch (const Error& e) {
-        what = e.what();
-        code = e.code;
-    }
-    CHECK_EQ(code, 2);
-    CHECK_GT(calls, 1u);
-    if (!CHECK(what.find("attention_rope_q8 4×128 group 2 over 1 (random): q8[511] differs (card ") == 0)) std::printf("    got: %s\n", what.c_str());
-}
-
-// attention_rope_q8 against the two dispatches it replaces, on the card: head_norm_rope then
-// attention_q8 give every output word it gives and the same caches, word for word, for head sizes
-// 128 and 64 and groups of 2 and 4. A dispatch one workgroup short (the last group's last query
-// head, which stores no cache row) leaves that head's outputs unwritten, and only those, with
-// the caches whole.
-TEST(gpu_op_attention_rope_q8_is_head_norm_rope_then_attention_q8) {
-    gpu::Gpu* g = test_gpu();
-    const gpu::ops::Build b = card_build(*g);
-    REQUIRE(!gpu::ops::has_guard(b));
-    auto pipe = [&](const char* name) {
-        const gpu::ops::OpKernel& k = gpu::ops::op_kernel(name);
-        return g->pipeline(k.build(b), gpu::ops::bindings(k, b), k.push_words * 4);
-    };
-    gpu::Pipeline hnr = pipe("head_norm_rope"), att = pipe("attention_q8"), fused = pipe("attention_rope_q8");
-    struct C { uint32_t D, NH, NKV, pos; };
-    for (C c : {C{128, 4, 2, 9}, C{64, 8, 2, 70}, C{128, 4, 2, 0}}) {
-        const uint32_t D = c.D, NH = c.NH, NKV = c.NKV, group = NH / NKV, pos = c.pos, n_ctx = pos + 5, half = D / 2;
-        const uint32_t qn = 2, kn = 2 + D, layer = 3 * half, n = NH * D, blocks = n / 32;
-        const size_t cache_words = layer + size_t(NKV) * n_ctx * half, tf = gpu::ops::table_floats(n), table = size_t(blocks) * 128;
-        const float eps = 1e-6f, scale = 1.0f / std::sqrt(float(D));
-        std::mt19937 rng(11 + D + pos);
-        std::normal_distribution<float> normal(0.0f, 1.0f);
-        std::vector<float> qkv((NH + 2 * NKV) * D), w(kn + D);
-        for (float& v : qkv) v = 2.0f * normal(rng);
-        for (float& v : w) v = 1.0f + 0.2f * normal(rng);
-        std::vector<uint32_t> state(gpu::ops::STATE_ROPE + D, 0), cache(cache_words);
-        state[gpu::ops::STATE_POS] = pos, state[gpu::ops::STATE_NKV] = pos + 1;
-        for (uint32_t i = 0; i < half; ++i) {
-            const float th = float(pos) * std::pow(1e6f, -2.0f * float(i) / float(D));
-            state[gpu::ops::STATE_ROPE + 2 * i] = std::bit_cast<uint32_t>(std::cos(th));
-            state[gpu::ops::STATE_ROPE + 2 * i + 1] = std::bit_cast<uint32_t>(std::sin(th));
-        }
-        // f16 halves of modest values in every cache word.
-        for (uint32_t& x : cache) x = (rng() & 0x3bff3bffu) | 0x30003000u;
-        std::vector<gpu::Buffer> live;
-        auto buf = [&](const std::vector<uint32_t>& v) {
-            live.push_back(g->readback_buffer(v.size() * 4));
-            g->write(live.back(), std::span<const uint32_t>(v));
-            return live.size() - 1;
-        };
-        auto poisoned = [&](size_t words) { return buf(std::vector<uint32_t>(words, 0x7fbadbadu)); };
-        auto words = [&](size_t i, size_t count) {
-            std::vector<uint32_t> o(count);
-            std::memcpy(o.data(), live[i].mapped, count * 4);
-            return o;
-        };
-        std::vector<uint32_t> qkv_w(qkv.size()), w_w(w.size());
-        std::memcpy(qkv_w.data(), qkv.data(), qkv.size() * 4), std::memcpy(w_w.data(), w.data(), w.size() * 4);
-        const size_t rqkv = buf(qkv_w), rw = buf(w_w), rst = buf(state);
-        // The pair.
-        const size_t pq = poisoned(n), pk = buf(cache), pv = buf(cache), psc = poisoned(3 * NH * n_ctx), pt = poisoned(tf), pq8 = poisoned(n),
-                     pd = poisoned(blocks), ph = poisoned(n / 2);
-        g->run(hnr, std::vector<const gpu::Buffer*>{&live[rqkv], &live[rw], &live[rst], &live[pq], &live[pk], &live[pv]},
-               std::vector<uint32_t>{D, NH, NKV, qn, kn, layer, n_ctx, std::bit_cast<uint32_t>(eps)}, NH + NKV);
-        g->run(att, std::vector<const gpu::Buffer*>{&live[pq], &live[pk], &live[pv], &live[rst], &live[psc], &live[pt], &live[pq8], &live[pd], &live[ph]},
-               std::vector<uint32_t>{D, NH, group, layer, n_ctx, std::bit_cast<uint32_t>(scale)}, NH);
-        CHECK(words(pk, cache_words) != cache);  // the token's rows were written
-        for (uint32_t gs : {NH, NH - 1}) {
-            const size_t fk = buf(cache), fv = buf(cache), fsc = poisoned(3 * NH * n_ctx), ft = poisoned(tf), fq8 = poisoned(n), fd = poisoned(blocks),
-                         fh = poisoned(n / 2);
-            g->run(fused,
-                   std::vector<const gpu::Buffer*>{&live[rqkv], &live[rw], &live[rst], &live[fk], &live[fv], &live[fsc], &live[ft], &live[fq8], &live[fd], &live[fh]},
-                   std::vector<uint32_t>{D, NH, group, qn, kn, layer, n_ctx, std::bit_cast<uint32_t>(eps), std::bit_cast<uint32_t>(scale)}, gs);
-            CHECK(words(fk, cache_words) == words(pk, cache_words));
-            CHECK(words(fv, cache_words) == words(pv, cache_words));
-            const uint32_t done = gs * D;  // the values of the heads that ran
-            auto same = [&](size_t got, size_t want, size_t count, size_t upto) {
-                const std::vector<uint32_t> a = words(got, count), e = words(want, count);
-                size_t equal = 0;
-                for (size_t i = 0; i < count; ++i) equal += a[i] == e[i];
-                return CHECK_EQ(equal, upto) && std::equal(a.begin(), a.begin() + long(upto), e.begin());
-            };
-            same(fq8, pq8, n, done);
-            same(fd, pd, blocks, done / 32);
-            same(ft, pt, table, done / 32 * 128);
-            same(fh, ph, n / 2, done / 2);
-            if (gs < NH) CHECK_EQ(words(fq8, n)[n - 1], 0x7fbadbadu);
-        }
-        for (gpu::Buffer& bb : live) g->free(bb);
-    }
-}
-
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 TEST(gpu_op_f16_round_bit_exact) { bit_exact("f16_round", {"every f16, ties, boundaries, every exponent"}); }
@@ -446,7 +335,7 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
         if (names.empty() || names.back() != k["name"].as_string()) names.push_back(k["name"].as_string());
     }
     for (const char* want : {"q1_0_mat_vec", "q1_0_mat_vec8", "rms_norm", "rms_norm_q8", "prep_act", "q2_0_mat_vec", "f16_mat_vec", "head_norm_rope",
-                             "attention", "attention_q8", "attention_rope_q8", "swiglu", "expf", "f16_round"})
+                             "attention", "swiglu", "expf", "f16_round"})
         if (!CHECK(std::find(names.begin(), names.end(), want) != names.end())) std::printf("    no %s in --json\n", want);
     // The text form names the op kernels too.
     auto text = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify");

@@ -1,6 +1,5 @@
 #include "gpu/op_kernels.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -49,43 +48,34 @@ struct ChainScratch {
     Arr<K::f64> out;
 };
 
-// segs: sums made side by side (chain_sum's seg), each by its own L invocations.
-ChainScratch chain_scratch(uint32_t L, uint32_t cap, uint32_t segs = 1) {
-    return {workgroup<K::f64>(L * segs), workgroup<K::f64>(L * segs), workgroup<K::f64>(cap * segs),
-            workgroup<K::u32>(L * segs), workgroup<K::u32>(L * segs), workgroup<K::f32>(cap * segs),
-            workgroup<K::f64>(std::max(segs, 2u))};
+ChainScratch chain_scratch(uint32_t L, uint32_t cap) {
+    return {workgroup<K::f64>(L), workgroup<K::f64>(L), workgroup<K::f64>(cap),
+            workgroup<K::u32>(L), workgroup<K::u32>(L), workgroup<K::f32>(cap), workgroup<K::f64>(2)};
 }
 
-// Every invocation calls it (it has barriers); sq holds the squares from sq_at on; returns the
-// chain's sum, the same value in every invocation. Several sums go side by side in one workgroup:
-// invocation t (< L) of sum seg works in seg's part of the scratch, and every sum's value is then
-// in c.out[seg] until the next call. stamps: the clock stamps 2-6 (the norm's phases).
-F64 chain_sum(const Arr<K::f32>& sq, U32 sq_at, U32 len, F64 s0, U32 t, U32 seg, uint32_t L, uint32_t Kn, uint32_t cap,
-              const ChainScratch& c, bool stamps = true) {
-    auto stamp_if = [&](uint32_t slot) {
-        if (stamps) stamp(slot);
-    };
-    U32 at = seg * u32c(L), lat = seg * u32c(cap);  // this sum's part of the scratch
+// Every invocation calls it (it has barriers); sq holds the squares; returns the chain's sum, the
+// same value in every invocation.
+F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_t Kn, uint32_t cap, const ChainScratch& c) {
     const double lo_f = 1.0 - 0x1p-30, hi_f = 1.0 + 0x1p-30;
     U32 first = t * Kn;
     // A: the run's approximate sum.
     auto part = var(f64c(0.0));
     for (uint32_t k = 0; k < Kn; ++k) {
         U32 j = first + k;
-        part = part.get() + select(j < len, f64(sq[sq_at + select(j < len, j, u32c(0))]), f64c(0.0));
+        part = part.get() + select(j < len, f64(sq[select(j < len, j, u32c(0))]), f64c(0.0));
     }
     // B: inclusive scan of the runs' sums (approximate prefixes).
-    c.scan.set(at + t, part.get());
+    c.scan.set(t, part.get());
     barrier();
     for (uint32_t d = 1; d < L; d *= 2) {
-        F64 mine = c.scan[at + t];
-        F64 other = select(t >= u32c(d), c.scan[at + select(t >= u32c(d), t - d, u32c(0))], f64c(0.0));
+        F64 mine = c.scan[t];
+        F64 other = select(t >= u32c(d), c.scan[select(t >= u32c(d), t - d, u32c(0))], f64c(0.0));
         barrier();
-        c.scan.set(at + t, mine + other);
+        c.scan.set(t, mine + other);
         barrier();
     }
-    stamp_if(2);
-    F64 before = s0 + (c.scan[at + t] - part.get());
+    stamp(2);
+    F64 before = s0 + (c.scan[t] - part.get());
     // C: candidates, the stretch after this run's last candidate (or the whole run), the count.
     // Where the running sum stays in one binade [B, 2B) (both bounds agree), adding t gives
     // s + rd(t), rd(t) = RN(B + t) - B (t rounded to the binade's last place, which s is a multiple
@@ -100,7 +90,7 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 sq_at, U32 len, F64 s0, U32 t, U32 seg,
     for (uint32_t k = 0; k < Kn; ++k) {
         U32 j = first + k;
         Bool in = j < len;
-        F32 tf = sq[sq_at + select(in, j, u32c(0))];
+        F32 tf = sq[select(in, j, u32c(0))];
         F64 td = select(in, f64(tf), f64c(0.0));
         F64 prev = a.get();
         F64 next = prev + td;
@@ -118,72 +108,69 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 sq_at, U32 len, F64 s0, U32 t, U32 seg,
         n = n.get() + select(cand[k], u32c(1), u32c(0));
         run = select(cand[k], f64c(0.0), run.get() + rd[k]);
     }
-    stamp_if(3);
+    stamp(3);
     // D: exclusive segmented scan of the runs' tails (a run with a candidate starts a segment) and
     // exclusive scan of the counts.
     Bool has = n.get() != 0u;
-    c.tail.set(at + t, run.get());
-    c.flag.set(at + t, select(has, u32c(1), u32c(0)));
-    c.count.set(at + t, n.get());
+    c.tail.set(t, run.get());
+    c.flag.set(t, select(has, u32c(1), u32c(0)));
+    c.count.set(t, n.get());
     barrier();
     for (uint32_t d = 1; d < L; d *= 2) {
-        U32 src = at + select(t >= u32c(d), t - d, u32c(0));
+        U32 src = select(t >= u32c(d), t - d, u32c(0));
         Bool ok = t >= u32c(d);
-        F64 mt = c.tail[at + t], ot = c.tail[src];
-        U32 mf = c.flag[at + t], of = c.flag[src];
-        U32 mc = c.count[at + t], oc = c.count[src];
+        F64 mt = c.tail[t], ot = c.tail[src];
+        U32 mf = c.flag[t], of = c.flag[src];
+        U32 mc = c.count[t], oc = c.count[src];
         barrier();
         // (other, then mine): mine alone where mine starts a segment.
-        c.tail.set(at + t, select(ok && mf == 0u, ot + mt, mt));
-        c.flag.set(at + t, select(ok, mf | of, mf));
-        c.count.set(at + t, select(ok, mc + oc, mc));
+        c.tail.set(t, select(ok && mf == 0u, ot + mt, mt));
+        c.flag.set(t, select(ok, mf | of, mf));
+        c.count.set(t, select(ok, mc + oc, mc));
         barrier();
     }
     // Inclusive values; the exclusive ones are the previous invocation's.
-    U32 prevt = at + select(t > 0u, t - 1u, u32c(0));
+    U32 prevt = select(t > 0u, t - 1u, u32c(0));
     F64 carry = select(t > 0u, c.tail[prevt], f64c(0.0));
     U32 off0 = select(t > 0u, c.count[prevt], u32c(0));
-    U32 total = c.count[at + u32c(L - 1)];
-    F64 final_tail = c.tail[at + u32c(L - 1)];
+    U32 total = c.count[u32c(L - 1)];
+    F64 final_tail = c.tail[u32c(L - 1)];
     barrier();
-    stamp_if(4);
+    stamp(4);
     // E: the candidates in order, each with the stretch before it.
     if_(has && total <= u32c(cap), [&] {
         auto r = var(carry);
         auto off = var(off0);
         for (uint32_t k = 0; k < Kn; ++k) {
             U32 j = first + k;
-            F32 tf = sq[sq_at + select(j < len, j, u32c(0))];
+            F32 tf = sq[select(j < len, j, u32c(0))];
             if_else(cand[k], [&] {
-                c.list_s.set(lat + off.get(), r.get());
-                c.list_t.set(lat + off.get(), tf);
+                c.list_s.set(off.get(), r.get());
+                c.list_t.set(off.get(), tf);
                 off = off.get() + 1u;
                 r = f64c(0.0);
             }, [&] { r = r.get() + rd[k]; });
         }
     });
     barrier();
-    stamp_if(5);
+    stamp(5);
     // F: the walk.
     if_(t == 0u, [&] {
         auto sum = var(s0);
         if_else(total <= u32c(cap), [&] {
             for_(u32c(0), total, [&](U32 i) {
-                sum = sum.get() + c.list_s[lat + i];
-                sum = sum.get() + f64(c.list_t[lat + i]);
+                sum = sum.get() + c.list_s[i];
+                sum = sum.get() + f64(c.list_t[i]);
             });
             sum = sum.get() + final_tail;
         }, [&] {
-            for_(u32c(0), len, [&](U32 i) { sum = sum.get() + f64(sq[sq_at + i]); });
+            for_(u32c(0), len, [&](U32 i) { sum = sum.get() + f64(sq[i]); });
         });
-        c.out.set(seg, sum.get());
+        c.out.set(u32c(0), sum.get());
     });
     barrier();
-    stamp_if(6);
-    return c.out[seg];
-}
-F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_t Kn, uint32_t cap, const ChainScratch& c) {
-    return chain_sum(sq, u32c(0), len, s0, t, u32c(0), L, Kn, cap, c);
+    stamp(6);
+    return c.out[u32c(0)];
 }
 
 // ---------------------------------------------------------------- Q8_0 pieces
@@ -726,9 +713,6 @@ constexpr uint32_t ATT_LOCAL = 128;
 // positions that makes (head size 32).
 constexpr uint32_t ATT_CHUNK_WORDS = 4096, ATT_CHUNK_MAX = ATT_CHUNK_WORDS / 16;
 constexpr uint32_t ATT_ELEMS = 256 / ATT_LOCAL;  // output elements an invocation walks (HEAD_MAX)
-// attention_rope_q8's head norms: the candidates of a sum's walk (chain_sum) held in workgroup
-// memory; a head with more (squares tying everywhere) walks all its squares, with the same bits.
-constexpr uint32_t ATT_NORM_CAP = 64;
 
 // Guarded f32 in attention. The softmax weights below 2^-126 (expf of differences past -87) are
 // where a flushing card differs, and there the CPU's results follow from signs alone: with
@@ -773,109 +757,33 @@ F32 att_add(F32 v, F32 vs, F32 y, bool guarded) {
 // Then each of the D output elements walks the positions in order, y = f16(y·ms) (an identity
 // where ms = 1) and y = f16(fma(v, vs, y)); S = fma(S, ms, vs) walks them once; out = y·(1/S).
 // q8: the output goes straight into prep_act's outputs (bindings 5-8) instead of out (5).
-// rope (with q8): the workgroup makes its query head from qkv as head_norm_rope does, and its kv
-// head's key and value into workgroup memory, which the first workgroup of the group stores into
-// the cache; the walk and the last score take this position's key and value from workgroup
-// memory (another workgroup of the group may not have stored them yet).
-std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = false) {
+std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     Shader s(ATT_LOCAL, true, b.fma, b.float_modes);
     const bool guarded = has_guard(b);
-    // rope: qkv (0), norm weights (1), state (2), the caches (3, 4, written), scratch (5), then the
-    // outputs one binding later than attention_q8's.
-    const uint32_t bo = rope ? 1 : 0;
-    std::optional<Arr<K::f32>> q, qkv, nw;
-    if (rope) qkv = buffer<K::f32>(0, true, "qkv"), nw = buffer<K::f32>(1, true, "w");
-    else q = buffer<K::f32>(0, true, "q");
-    auto state = buffer<K::u32>(rope ? 2 : 3, true, "state");
-    auto kc = buffer<K::u32>(rope ? 3 : 1, !rope, "k_cache");
-    auto vc = buffer<K::u32>(rope ? 4 : 2, !rope, "v_cache");
-    auto scratch = buffer<K::f32>(4 + bo, false, "scratch");
+    auto q = buffer<K::f32>(0, true, "q");
+    auto kc = buffer<K::u32>(1, true, "k_cache");
+    auto vc = buffer<K::u32>(2, true, "v_cache");
+    auto state = buffer<K::u32>(3, true, "state");
+    auto scratch = buffer<K::f32>(4, false, "scratch");
     std::optional<Arr<K::f32>> out;
     std::optional<ActOut> act;
-    if (q8) act = ActOut{buffer<K::f32>(5 + bo, false, "lane_products"), buffer<K::i32>(6 + bo, false, "q8"),
-                         buffer<K::f32>(7 + bo, false, "d8"), buffer<K::u32>(8 + bo, false, "f16")};
+    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::i32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
+                         buffer<K::u32>(8, false, "f16")};
     else out = buffer<K::f32>(5, false, "out");
-    if (b.clock && q8) clock_stamps(9 + bo);
-    push_constants(rope ? 9 : 6);
-    U32 D = push(0), NH = push(1), group = push(2), layer = push(rope ? 5 : 3), n_ctx = push(rope ? 6 : 4);
-    F32 scale = f32_bits(push(rope ? 8 : 5));
+    if (b.clock && q8) clock_stamps(9);
+    push_constants(6);
+    U32 D = push(0), NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
+    F32 scale = f32_bits(push(5));
     U32 t = local_id(), hq = group_id();
     U32 kvh = hq / group;
+    U32 n_kv = state[u32c(STATE_NKV)];
     U32 half = D >> 1u;
     U32 head = layer + kvh * n_ctx * half;  // word of (kvh, position 0)
     U32 sc_at = hq * n_ctx, ms_at = (NH + hq) * n_ctx, vs_at = (NH * 2u + hq) * n_ctx;
     auto qs = workgroup<K::f32>(HEAD_MAX);
-    std::optional<GuardSite> site;
+    std::optional<GuardSite> site(std::in_place, "attention q");
     stamp(16);
-    // rope: this position's key and value words (two f16 a word), and the positions before it.
-    std::optional<Arr<K::u32>> kw_now, vw_now;
-    U32 n_kv, last;
-    if (!rope) {
-        n_kv = state[u32c(STATE_NKV)];
-        last = n_kv;  // no position is taken from workgroup memory
-        site.emplace("attention q");
-        for_(t, D, u32c(ATT_LOCAL), [&](U32 i) { qs.set(i, f16_round((*q)[hq * D + i])); });
-    } else {
-        // The token's position is the last of the n_kv = pos + 1 the head attends to.
-        U32 pos = state[u32c(STATE_POS)];
-        n_kv = pos + 1u, last = pos;
-        U32 qn = push(3), kn = push(4);
-        F32 eps = f32_bits(push(7));
-        U32 NKV = NH / group;
-        kw_now = workgroup<K::u32>(HEAD_MAX / 2), vw_now = workgroup<K::u32>(HEAD_MAX / 2);
-        // The query head's norm (invocations 0-63) beside the key head's (64-127), each the
-        // ordered double sum of its D squares: xs and sq hold the query head's values from 0 and
-        // the key head's from HEAD_MAX. (The guard sites are attention_q8's: "attention q" is
-        // where q and this position's key and value are made. A site's bit is its name's place
-        // in the process's list, and the same names in the same order keep every module's words
-        // the same whichever kernel is built first.)
-        site.emplace("attention q");
-        auto xs = workgroup<K::f32>(2 * HEAD_MAX), sq = workgroup<K::f32>(2 * HEAD_MAX);
-        ChainScratch cs = chain_scratch(ATT_LOCAL / 2, ATT_NORM_CAP, 2);
-        U32 q_src = hq * D, k_src = NH * D + kvh * D, v_src = NH * D + NKV * D + kvh * D;
-        for_(t, D, u32c(ATT_LOCAL), [&](U32 i) {
-            F32 xq = (*qkv)[q_src + i], xk = (*qkv)[k_src + i];
-            xs.set(i, xq), sq.set(i, xq * xq);
-            xs.set(u32c(HEAD_MAX) + i, xk), sq.set(u32c(HEAD_MAX) + i, xk * xk);
-        });
-        barrier();
-        U32 seg = t / u32c(ATT_LOCAL / 2), ts = t % u32c(ATT_LOCAL / 2);
-        // 64 invocations of 4 squares a sum (head_norm_rope's split: every head size up to
-        // HEAD_MAX), no clock stamps (slots 2-6 are the norm's).
-        static_assert((ATT_LOCAL / 2) * (HEAD_MAX / (ATT_LOCAL / 2)) >= HEAD_MAX);
-        chain_sum(sq, seg * u32c(HEAD_MAX), D, f64c(0.0), ts, seg, ATT_LOCAL / 2, HEAD_MAX / (ATT_LOCAL / 2), ATT_NORM_CAP, cs, false);
-        // Both sums, in every invocation: each makes both scales (the same bits as one would).
-        F32 q_scale = div_exact(f32c(1.0f), sqrt_exact(mean_f32(cs.out[u32c(0)], D) + eps));
-        F32 k_scale = div_exact(f32c(1.0f), sqrt_exact(mean_f32(cs.out[u32c(1)], D) + eps));
-        // The rotation of pair i (values i and i + half) of a head, from its normed values
-        // (x·scale)·w: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c).
-        auto rotated = [&](U32 at, F32 sc, U32 w_off, U32 i) {
-            F32 c = f32_bits(state[u32c(STATE_ROPE) + i * 2u]), sn = f32_bits(state[u32c(STATE_ROPE) + i * 2u + 1u]);
-            F32 x0 = (xs[at + i] * sc) * (*nw)[w_off + i], x1 = (xs[at + i + half] * sc) * (*nw)[w_off + i + half];
-            return std::pair<F32, F32>{fma_f32(x0, c, -(x1 * sn)), fma_f32(x0, sn, x1 * c)};
-        };
-        for_(t, half, u32c(ATT_LOCAL), [&](U32 i) {
-            auto [r0, r1] = rotated(u32c(0), q_scale, qn, i);
-            qs.set(i, f16_round(r0));
-            qs.set(i + half, f16_round(r1));
-        });
-        // Key word p holds values 2p and 2p + 1, both in the first half or both in the second.
-        Bool first = hq % group == 0u;
-        U32 at = head + pos * half;
-        for_(t, half, u32c(ATT_LOCAL), [&](U32 p) {
-            Bool low = p * 2u < half;
-            U32 i = select(low, p * 2u, p * 2u - half);
-            auto [a0, a1] = rotated(u32c(HEAD_MAX), k_scale, kn, i);
-            auto [b0, b1] = rotated(u32c(HEAD_MAX), k_scale, kn, i + 1u);
-            U32 kw = f16_bits(select(low, a0, a1)) | (f16_bits(select(low, b0, b1)) << 16u);
-            U32 vw = f16_bits((*qkv)[v_src + p * 2u]) | (f16_bits((*qkv)[v_src + p * 2u + 1u]) << 16u);
-            kw_now->set(p, kw), vw_now->set(p, vw);
-            if_(first, [&] {
-                kc.set(at + p, kw);
-                vc.set(at + p, vw);
-            });
-        });
-    }
+    for_(t, D, u32c(ATT_LOCAL), [&](U32 i) { qs.set(i, f16_round(q[hq * D + i])); });
     barrier();
     stamp(17);
     // Scores.
@@ -883,13 +791,14 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = fals
     // q and the keys are f16 values, so every product, partial sum and score is a multiple of
     // 2^-48 (or 2^-48·scale): none is subnormal, and flushing changes nothing. Only a NaN (from
     // an infinite key or query) is left to the exact build, whose NaN is x86's.
-    auto score_into = [&](U32 ic, const std::function<U32(U32)>& key_word) {
+    for_(t, n_kv, u32c(ATT_LOCAL), [&](U32 ic) {
         std::optional<Unguarded> ug(std::in_place);
+        U32 row = head + ic * half;
         std::vector<Var<K::f32>> acc;
         for (int j = 0; j < 32; ++j) acc.push_back(var(f32c(0.0f)));
         for_(u32c(0), D, u32c(32), [&](U32 i) {
             for (uint32_t e = 0; e < 32; e += 2) {
-                U32 kw = key_word((i >> 1u) + u32c(e / 2));
+                U32 kw = kc[row + (i >> 1u) + u32c(e / 2)];
                 acc[e] = fma_f32(unpack_half_lo(kw), qs[i + u32c(e)], acc[e].get());
                 acc[e + 1] = fma_f32(unpack_half_hi(kw), qs[i + u32c(e + 1)], acc[e + 1].get());
             }
@@ -901,14 +810,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = fals
         ug.reset();
         guard((bits(score) & 0x7fffffffu) > 0x7f800000u);
         scratch.set(sc_at + ic, score);
-    };
-    // The cached positions (rope: those before this one), then this one's from workgroup memory
-    // by the invocation whose turn it is.
-    for_(t, last, u32c(ATT_LOCAL), [&](U32 ic) {
-        U32 row = head + ic * half;
-        score_into(ic, [&](U32 w) { return kc[row + w]; });
     });
-    if (rope) if_(t == last % u32c(ATT_LOCAL), [&] { score_into(last, [&](U32 w) { return (*kw_now)[w]; }); });
     barrier();
     stamp(18);
     // Prefix maxima: each invocation a contiguous run of positions.
@@ -962,21 +864,12 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = fals
     std::vector<Var<K::f32>> mr, wr;
     for (uint32_t k = 0; k < WORDS; ++k) vr.push_back(var(u32c(0)));
     for (uint32_t k = 0; k < POS; ++k) mr.push_back(var(f32c(0.0f))), wr.push_back(var(f32c(0.0f)));
-    // A chunk's loads into registers (past n_kv: position 0's, never used; rope: the last
-    // position's words from workgroup memory, and no cache word of it read).
-    U32 last_words = last * half;
+    // A chunk's loads into registers (past n_kv: position 0's, never used).
     auto load = [&](U32 c0) {
         Unguarded ug;  // guarded where used, in the walk
         for (uint32_t k = 0; k < WORDS; ++k) {
             U32 j = c0 * half + t + u32c(k * ATT_LOCAL);
-            if (!rope) {
-                vr[k] = vc[head + select(j < kv_words, j, u32c(0))];
-                continue;
-            }
-            Bool cached = j < last_words, now = !cached && j < kv_words;
-            auto w = var(u32c(0));
-            if_(cached, [&] { w = vc[head + j]; });
-            vr[k] = select(now, (*vw_now)[select(now, j - last_words, u32c(0))], w.get());
+            vr[k] = vc[head + select(j < kv_words, j, u32c(0))];
         }
         for (uint32_t k = 0; k < POS; ++k) {
             U32 p = c0 + t + u32c(k * ATT_LOCAL);
@@ -1083,7 +976,6 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8, bool rope = fals
 }
 std::vector<uint32_t> attention(const Build& b) { return attention_kernel(b, false); }
 std::vector<uint32_t> attention_q8(const Build& b) { return attention_kernel(b, true); }
-std::vector<uint32_t> attention_rope_q8(const Build& b) { return attention_kernel(b, true, true); }
 
 // ggml_vec_swiglu_f32: silu(g)·u with silu(x) = x / (1 + v_expf(0 - x)) (n is a multiple of 8,
 // so the C library's expf tail never runs).
@@ -1157,7 +1049,6 @@ const std::vector<OpKernel>& op_kernels() {
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
         {"attention", 6, 6, ATT_LOCAL, attention},
         {"attention_q8", 9, 6, ATT_LOCAL, attention_q8, true},
-        {"attention_rope_q8", 10, 9, ATT_LOCAL, attention_rope_q8, true},
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
         {"f16_round", 2, 1, 256, f16_round_probe},

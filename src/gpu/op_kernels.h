@@ -76,13 +76,6 @@ struct OpKernel {
 // push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
 // attention_q8: attention whose output goes straight into prep_act's outputs: bindings 0-4 as
 // attention, then table (5), quants (6), scales (7), f16 pairs (8); push as attention.
-// attention_rope_q8: head_norm_rope and attention_q8 in one: qkv (0), norm weights (1), state (2),
-// k cache (3), v cache (4), scratch (5), table (6), quants (7), scales (8), f16 pairs (9); push:
-// D, NH, group, q_norm off, k_norm off, cache layer offset, n_ctx, eps bits, scale bits. One
-// workgroup per query head, attending to the positions 0..pos (the state's position; n_kv is
-// pos + 1): it makes its query head and its kv head's key and value at pos as head_norm_rope does,
-// the first workgroup of each group of query heads storing that key and value into the caches;
-// the outputs are attention_q8's bits.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and

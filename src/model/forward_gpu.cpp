@@ -76,7 +76,7 @@ const CardType& card_type(quant::Type t) {
 constexpr int TOKEN_SPIN_US = 50000;
 // The guard's flag buffer: word 0 and a word per guard site (gpu::shader::GUARD_FLAG_WORDS).
 constexpr size_t FLAG_BYTES = gpu::shader::GUARD_FLAG_WORDS * 4;
-constexpr size_t CLOCK_STAMPS = 32;  // the norm's (rms_norm_q8 or rms_norm) at 0-8, attention's (attention_rope_q8 or attention_q8) at 16-22
+constexpr size_t CLOCK_STAMPS = 32;  // the norm's (rms_norm_q8 or rms_norm) at 0-8, attention_q8's at 16-22
 
 struct GpuForward::Impl {
     gpu::Gpu gpu;
@@ -101,7 +101,7 @@ struct GpuForward::Impl {
     gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
     gpu::Buffer act16;    // its f16 rounding, two to a word
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
-    gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries (split_attention)
+    gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
     gpu::Buffer o;        // [n_embd] an output product, added to x by the next norm
     gpu::Buffer gu;       // [2·n_ff] gate then up
     gpu::Buffer scratch;  // [3·n_head·n_ctx] attention's scores, ms, vs
@@ -171,21 +171,16 @@ struct GpuForward::Impl {
     }
     // Kernels the guarded token runs with the exact build all the same: those whose guard rises
     // often on ordinary data (",attention,"), so that a token seldom needs its exact replay. A
-    // name covers the kernels named after it ("attention" covers "attention_q8" and
-    // "attention_rope_q8", "rms_norm" covers "rms_norm_q8").
+    // name covers its variant that quantizes its output ("attention" covers "attention_q8").
     std::string exact_in_fast;
-    bool exact_here(const std::string& n) const {
-        for (size_t at = n.find('_'); at != std::string::npos; at = n.find('_', at + 1))
-            if (exact_in_fast.find("," + n.substr(0, at) + ",") != std::string::npos) return true;
-        return exact_in_fast.find("," + n + ",") != std::string::npos;
-    }
     // An op kernel's step; a guarded kernel also binds the flag (profiling: a flag of its own, so
     // the profile can say which kernels raised it).
     std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
     std::map<std::string, size_t> flags_by_kernel;
     gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
         if (go::op_kernel(n).stamps && build.clock) bufs.push_back(&clock);
-        if (go::has_guard(build) && exact_here(n))
+        const std::string base = n.size() > 3 && n.compare(n.size() - 3, 3, "_q8") == 0 ? n.substr(0, n.size() - 3) : n;
+        if (go::has_guard(build) && exact_in_fast.find("," + base + ",") != std::string::npos)
             return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
         if (go::has_guard(build) && profile) {
             step_flags.emplace_back(gpu.readback_buffer(FLAG_BYTES), n);
@@ -266,21 +261,6 @@ struct GpuForward::Impl {
         const gpu::Buffer &in = odd ? x2 : x, &out = odd ? x : x2;
         s.push_back(op("rms_norm_q8", {&in, &o, &norms, &out, &table, &q8, &d8, &act16},
                        {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd)));
-    }
-    // Attention from the qkv product to the output product's input: attention_rope_q8, each query
-    // head's workgroup making its head norms, rope and this position's cache rows itself.
-    // BANKML_GPU_SPLIT_ATTENTION=1 (measuring only): head_norm_rope then attention_q8, the two
-    // dispatches it makes one.
-    bool split_attention = false;
-    void attention(std::vector<gpu::Step>& s, uint32_t qn, uint32_t kn, uint32_t layer, float scale) {
-        const uint32_t D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv, C = (uint32_t)n_ctx;
-        if (!split_attention) {
-            s.push_back(op("attention_rope_q8", {&qkv, &norms, &state, &kc, &vc, &scratch, &table, &q8, &d8, &act16},
-                           {D, NH, NH / NKV, qn, kn, layer, C, fbits(hp.rms_eps), fbits(scale)}, NH));
-            return;
-        }
-        s.push_back(op("head_norm_rope", {&qkv, &norms, &state, &q, &kc, &vc}, {D, NH, NKV, qn, kn, layer, C, fbits(hp.rms_eps)}, NH + NKV));
-        s.push_back(op("attention_q8", {&q, &kc, &vc, &state, &scratch, &table, &q8, &d8, &act16}, {D, NH, NH / NKV, layer, C, fbits(scale)}, NH));
     }
 };
 
@@ -377,8 +357,6 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.host_profile = prof && std::string(prof) == "2";
     const char* split = std::getenv("BANKML_GPU_SPLIT_NORM");
     d.split_norm = split && std::string(split) == "1";
-    const char* split_att = std::getenv("BANKML_GPU_SPLIT_ATTENTION");
-    d.split_attention = split_att && std::string(split_att) == "1";
 
     // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
@@ -388,8 +366,14 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     for (size_t l = 0; l < L; ++l) {
         d.norm_prep(s, offs[l].attn, l > 0);
         s.push_back(d.product(d.qkv_w[l], d.qkv));
+        s.push_back(d.op("head_norm_rope", {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
+                         {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
+                          (uint32_t)C, fbits(hp.rms_eps)},
+                         (uint32_t)(NH + NKV)));
         // Attention's output goes straight into the output product's input.
-        d.attention(s, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words), scale);
+        s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
+                         {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
+                         (uint32_t)NH));
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);
         s.push_back(d.product(d.gu_w[l], d.gu));
@@ -444,7 +428,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         std::sort(t.begin(), t.end());
         std::fprintf(stderr, "  %-24s %9.1f us (the recorded token, %zu steps)\n", "whole token", t[2], s.size());
     }
-    if (d.replayable && !d.exact_here("attention")) {
+    if (d.replayable && d.exact_in_fast.find(",attention,") == std::string::npos) {
         const std::string kept = d.exact_in_fast;
         d.exact_in_fast += "attention,";
         d.att_seq = d.gpu.record(token(), d.profile);

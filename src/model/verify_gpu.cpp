@@ -513,26 +513,6 @@ void verify_f16(Runner& R, Rng& rng, bool full) {
 
 // ---------------------------------------------------------------- head_norm_rope
 
-// The CPU's head norms and rope: each query head of qkv normed (weights from qn) and rotated with
-// the table cs into q; each key head normed (from kn), rotated and rounded to f16 into k, its value
-// head rounded into v (D halves a head).
-void head_norm_rope_cpu(const std::vector<float>& qkv, const std::vector<float>& w, size_t qn, size_t kn, size_t NH, size_t NKV,
-                        size_t D, float eps, const float* cs, std::vector<float>& q, std::vector<uint16_t>& k, std::vector<uint16_t>& v) {
-    const ops::Rope rope(int(D), 1e6f);  // (apply takes the table as given)
-    q.assign(NH * D, 0.0f), k.assign(NKV * D, 0), v.assign(NKV * D, 0);
-    for (size_t h = 0; h < NH; ++h) {
-        ops::rms_norm_mul(&qkv[h * D], &w[qn], &q[h * D], D, eps);
-        rope.apply(&q[h * D], cs);
-    }
-    std::vector<float> tmp(D);
-    for (size_t kh = 0; kh < NKV; ++kh) {
-        ops::rms_norm_mul(&qkv[(NH + kh) * D], &w[kn], tmp.data(), D, eps);
-        rope.apply(tmp.data(), cs);
-        ops::round_f16(tmp.data(), &k[kh * D], D);
-        ops::round_f16(&qkv[(NH + NKV + kh) * D], &v[kh * D], D);
-    }
-}
-
 void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
     const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2;
     const float eps = 1e-6f;
@@ -555,15 +535,23 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
         state[go::STATE_NKV] = uint32_t(c.pos + 1);
         std::memcpy(&state[go::STATE_ROPE], cs.data(), D * 4);
         // The CPU: each head normed, rotated; keys and values rounded to f16 into the cache.
-        std::vector<float> q;
-        std::vector<uint16_t> kh16, vh16;
-        head_norm_rope_cpu(qkv, w, qn, kn, NH, NKV, D, eps, cs.data(), q, kh16, vh16);
+        std::vector<float> q(NH * D), tmp(D);
+        for (size_t h = 0; h < NH; ++h) {
+            ops::rms_norm_mul(&qkv[h * D], &w[qn], &q[h * D], D, eps);
+            rope.apply(&q[h * D], cs.data());
+        }
         std::vector<uint32_t> kc(cache_words, POISON), vc(cache_words, POISON);
-        const std::vector<uint32_t> kw = pairs_of(kh16), vw = pairs_of(vh16);
+        std::vector<uint16_t> h16(D);
         for (size_t kh = 0; kh < NKV; ++kh) {
-            const long at = long(layer + (kh * n_ctx + size_t(c.pos)) * half);
-            std::copy_n(kw.begin() + long(kh * half), half, kc.begin() + at);
-            std::copy_n(vw.begin() + long(kh * half), half, vc.begin() + at);
+            ops::rms_norm_mul(&qkv[(NH + kh) * D], &w[kn], tmp.data(), D, eps);
+            rope.apply(tmp.data(), cs.data());
+            const size_t at = layer + (kh * n_ctx + size_t(c.pos)) * half;
+            ops::round_f16(tmp.data(), h16.data(), D);
+            std::vector<uint32_t> kw = pairs_of(h16);
+            std::copy(kw.begin(), kw.end(), kc.begin() + long(at));
+            ops::round_f16(&qkv[(NH + NKV + kh) * D], h16.data(), D);
+            std::vector<uint32_t> vw = pairs_of(h16);
+            std::copy(vw.begin(), vw.end(), vc.begin() + long(at));
         }
         gpu::Buffer *bqkv = R.upload(words_of(qkv)), *bw = R.upload(words_of(w)), *bst = R.upload(state), *bq = R.poisoned(NH * D),
                     *bk = R.poisoned(cache_words), *bv = R.poisoned(cache_words);
@@ -579,40 +567,6 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
 }
 
 // ---------------------------------------------------------------- attention
-
-// An attention case's cache and queries: NKV heads of n_kv positions (rows of D halves from half
-// offset `first`, n_ctx positions a head) and NH query heads, of one kind (random, equal scores,
-// rise and fall, large scores, cancelling). Halves outside the rows are left as they are.
-void attention_data(Rng& rng, const std::string& kind, size_t NH, size_t NKV, size_t D, size_t n_kv, size_t n_ctx, size_t first,
-                    std::vector<uint16_t>& k, std::vector<uint16_t>& v, std::vector<float>& q) {
-    const size_t group = NH / NKV;
-    q.assign(NH * D, 0.0f);
-    for (size_t kvh = 0; kvh < NKV; ++kvh) {
-        // u: the direction of every key in the structured cases; a score is c_i·|u|²·α·scale.
-        std::vector<float> u(D);
-        for (float& x : u) x = normal(rng);
-        const float alpha = kind == "large scores" ? 4.0f : 1.0f;
-        for (size_t i = 0; i < n_kv; ++i) {
-            float ci = 0;
-            if (kind == "rise and fall")  // maxima late, falls between them
-                ci = float(i) / float(n_kv) * (1.0f + std::sin(float(i) * 0.05f)) - 0.5f;
-            else if (kind == "large scores") ci = uniform(rng, -1.0f, 1.0f);
-            for (size_t d = 0; d < D; ++d) {
-                const size_t at = first + (kvh * n_ctx + i) * D + d;
-                float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
-                k[at] = f32_to_f16(kv);
-                // Each dot lane's second term cancels its first exactly (q is one value per
-                // head): the scores are exact zeros made from nonzero terms.
-                if (kind == "cancelling") k[at] = d % 64 < 32 ? f32_to_f16(normal(rng)) : uint16_t(k[at - 32] ^ 0x8000u);
-                v[at] = f32_to_f16(normal(rng));
-            }
-        }
-        for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
-            for (size_t d = 0; d < D; ++d) q[h * D + d] = kind == "random" ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
-        if (kind == "cancelling")
-            for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) std::fill_n(&q[h * D], D, f16_to_f32(f32_to_f16(normal(rng))));
-    }
-}
 
 // q8: attention_q8, whose output is checked as the output product's input (PreparedAct).
 void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
@@ -631,8 +585,32 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         const size_t n_kv = c.n_kv, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
         const std::string kind = c.kind;
         std::vector<uint16_t> k(cache_halves, 0), v(cache_halves, 0);
-        std::vector<float> q;
-        attention_data(rng, kind, NH, NKV, D, n_kv, n_ctx, 2 * layer, k, v, q);
+        std::vector<float> q(NH * D);
+        for (size_t kvh = 0; kvh < NKV; ++kvh) {
+            // u: the direction of every key in the structured cases; a score is c_i·|u|²·α·scale.
+            std::vector<float> u(D);
+            for (float& x : u) x = normal(rng);
+            const float alpha = kind == "large scores" ? 4.0f : 1.0f;
+            for (size_t i = 0; i < n_kv; ++i) {
+                float ci = 0;
+                if (kind == "rise and fall")  // maxima late, falls between them
+                    ci = float(i) / float(n_kv) * (1.0f + std::sin(float(i) * 0.05f)) - 0.5f;
+                else if (kind == "large scores") ci = uniform(rng, -1.0f, 1.0f);
+                for (size_t d = 0; d < D; ++d) {
+                    const size_t at = 2 * layer + (kvh * n_ctx + i) * D + d;
+                    float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
+                    k[at] = f32_to_f16(kv);
+                    // Each dot lane's second term cancels its first exactly (q is one value per
+                    // head): the scores are exact zeros made from nonzero terms.
+                    if (kind == "cancelling") k[at] = d % 64 < 32 ? f32_to_f16(normal(rng)) : uint16_t(k[at - 32] ^ 0x8000u);
+                    v[at] = f32_to_f16(normal(rng));
+                }
+            }
+            for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
+                for (size_t d = 0; d < D; ++d) q[h * D + d] = kind == "random" ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
+            if (kind == "cancelling")
+                for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) std::fill_n(&q[h * D], D, f16_to_f32(f32_to_f16(normal(rng))));
+        }
         // The CPU: attend_f16 per query head over its kv head's rows.
         std::vector<float> out(NH * D);
         std::vector<uint8_t> scratch(ops::attend_scratch_bytes(D));
@@ -662,96 +640,6 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
                      {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
                      {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
         }
-        R.release();
-    }
-}
-
-// ---------------------------------------------------------------- attention_rope_q8
-
-// attention_rope_q8: the token's head norms and rope as head_norm_rope's reference makes them, its
-// key and value rows into the CPU's cache at the position, then attend_f16 over the cache and the
-// quantization of its output as attention_q8's. The cache's earlier rows are attention's kinds of
-// data; the token's own query, key and value heads come from qkv (the query heads from the kind's
-// queries, the key head from the kind's last key row, or random and spread values). Structured
-// kinds rotate by position 0's table (the identity), so that the scores keep their shape; random
-// ones by the position's, or a far one's. Every word of both caches is checked: the token's rows
-// (written by the first workgroup of each group), and no other changed.
-void verify_attention_rope(Runner& R, Rng& rng, bool full) {
-    const float eps = 1e-6f;
-    struct C { size_t n_kv; const char* kind; size_t D = 128; size_t NKV = 2; int64_t rope_pos = -1; };
-    std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random", 128, 2, 40000}, {64, "random"}, {300, "random"},
-                            {40, "spread exponents"}, {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"},
-                            {300, "large scores"}, {300, "cancelling"}, {70, "random", 256}, {600, "rise and fall", 32},
-                            {65, "random", 64, 1}, {9, "random", 128, 4}};
-    if (full) cases.insert(cases.end(), {{4096, "random", 128, 8}, {4096, "rise and fall", 128, 8}, {4096, "large scores", 128, 8}});
-    for (const C& c : cases) {
-        const size_t NH = full ? 32 : 4, NKV = c.NKV, group = NH / NKV, D = c.D, half = D / 2;
-        const uint32_t layer = uint32_t(5 * half);
-        const float scale = 1.0f / sqrtf(float(D));
-        const size_t n_kv = c.n_kv, pos = n_kv - 1, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
-        const std::string kind = c.kind;
-        const bool structured = kind != "random" && kind != "spread exponents";
-        // Every half outside the rows some value, so that a word written there shows.
-        std::vector<uint16_t> k(cache_halves), v(cache_halves);
-        for (uint16_t& h : k) h = f32_to_f16(normal(rng));
-        for (uint16_t& h : v) h = f32_to_f16(normal(rng));
-        std::vector<float> q;
-        attention_data(rng, structured ? kind : "random", NH, NKV, D, n_kv, n_ctx, 2 * layer, k, v, q);
-        // The token: its query heads, key heads and value heads.
-        std::vector<float> qkv((NH + 2 * NKV) * D);
-        for (size_t i = 0; i < NH * D; ++i) qkv[i] = kind == "spread exponents" ? spread(rng, -30, 12) : q[i];
-        for (size_t kh = 0; kh < NKV; ++kh)
-            for (size_t d = 0; d < D; ++d) {
-                const size_t row = 2 * layer + (kh * n_ctx + pos) * D;
-                qkv[(NH + kh) * D + d] = kind == "spread exponents" ? spread(rng, -30, 12) : kind == "random" ? normal(rng) * 3.0f
-                                                                                           : f16_to_f32(k[row + d]);
-                qkv[(NH + NKV + kh) * D + d] = normal(rng);
-            }
-        // Norm weights (the query's from qn, the key's from kn): equal halves where the scores
-        // cancel, large ones where they are large.
-        const uint32_t qn = 3, kn = uint32_t(3 + D);
-        std::vector<float> w(kn + D);
-        const float alpha = kind == "large scores" ? 4.0f : 1.0f;
-        for (float& x : w) x = kind == "cancelling" ? 1.0f : alpha * (1.0f + 0.1f * normal(rng));
-        ops::Rope rope(int(D), 1e6f);
-        std::vector<float> cs(D);
-        rope.cache(structured ? 0 : c.rope_pos >= 0 ? c.rope_pos : int64_t(pos), cs.data());
-        std::vector<uint32_t> state(go::STATE_ROPE + D, 0);
-        state[go::STATE_POS] = uint32_t(pos);
-        state[go::STATE_NKV] = uint32_t(n_kv);
-        std::memcpy(&state[go::STATE_ROPE], cs.data(), D * 4);
-        // The CPU: the token's heads, its rows into the cache, attention over every position.
-        std::vector<float> qr;
-        std::vector<uint16_t> kh16, vh16;
-        head_norm_rope_cpu(qkv, w, qn, kn, NH, NKV, D, eps, cs.data(), qr, kh16, vh16);
-        std::vector<uint16_t> k_in = k, v_in = v;
-        for (size_t kh = 0; kh < NKV; ++kh) {
-            const size_t row = 2 * layer + (kh * n_ctx + pos) * D;
-            std::copy_n(&kh16[kh * D], D, &k[row]);
-            std::copy_n(&vh16[kh * D], D, &v[row]);
-            // The card finds the token's rows poisoned: it must neither read them nor leave them.
-            for (size_t d = 0; d < D; ++d) k_in[row + d] = v_in[row + d] = uint16_t(POISON >> (16 * (d % 2)));
-        }
-        std::vector<float> out(NH * D);
-        std::vector<uint8_t> scratch(ops::attend_scratch_bytes(D));
-        for (size_t h = 0; h < NH; ++h) {
-            const size_t base = 2 * layer + (h / group) * n_ctx * D;
-            ops::attend_f16(&qr[h * D], &k[base], &v[base], n_kv, D, scale, &out[h * D], scratch.data());
-        }
-        const size_t n = NH * D, cache_words = cache_halves / 2;
-        const PreparedAct want = prepared(out);
-        gpu::Buffer *bqkv = R.upload(words_of(qkv)), *bw = R.upload(words_of(w)), *bst = R.upload(state), *bk = R.upload(pairs_of(k_in)),
-                    *bv = R.upload(pairs_of(v_in)), *bsc = R.poisoned(3 * NH * n_ctx), *bt = R.poisoned(go::table_floats(n)),
-                    *bq8 = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-        const std::vector<uint32_t> push{uint32_t(D), uint32_t(NH), uint32_t(group), qn, kn, layer, uint32_t(n_ctx), fbits(eps), fbits(scale)};
-        double ms = R.run("attention_rope_q8", {bqkv, bw, bst, bk, bv, bsc, bt, bq8, bd, bh}, push, uint32_t(NH));
-        R.check("attention_rope_q8", dims({NH, D}) + " group " + std::to_string(group) + " over " + std::to_string(n_kv) + " (" + kind + ")", ms,
-                {{"q8", Runner::read(*bq8, n), want.q8, Word::i32},
-                 {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
-                 {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
-                 {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2},
-                 {"k_cache", Runner::read(*bk, cache_words), pairs_of(k), Word::f16x2},
-                 {"v_cache", Runner::read(*bv, cache_words), pairs_of(v), Word::f16x2}});
         R.release();
     }
 }
@@ -953,7 +841,6 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
     if (want("attention")) verify_attention(R, rng, opt.full, false);
     if (want("attention_q8")) verify_attention(R, rng, opt.full, true);
-    if (want("attention_rope_q8")) verify_attention_rope(R, rng, opt.full);
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
     if (want("f16_round")) verify_f16_round(R, rng, opt.full, exhaustive);

@@ -15,9 +15,6 @@
 //                   and the key and value words of the cache
 //   attention       1 to 300 (full: 4096) positions: random, equal scores, scores that rise late
 //                   and fall, large scores
-//   attention_rope_q8  attention's cases from the token's qkv (random and spread heads too), head
-//                   sizes 32 to 256, groups of 1, 2 and 4: the quantized output and both whole
-//                   caches
 //   swiglu          gates up to ±200 (v_expf's overflow branches), subnormal gates
 //   expf            millions of floats over every exponent, the special values and the boundaries
 //                   (exhaustive: every one of the 2^32)
