@@ -688,13 +688,37 @@ void host_expf(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
     for (auto& t : th) t.join();
 }
 
-void expf_batch(Runner& R, const std::vector<uint32_t>& x, const std::string& shape) {
+// A probe kernel (one float in, one word out) on a batch of floats against the CPU's words.
+using Reference = void (*)(const std::vector<uint32_t>& x, std::vector<uint32_t>& want);
+void probe_batch(Runner& R, const char* kernel, Reference ref, const std::vector<uint32_t>& x, const std::string& shape) {
     std::vector<uint32_t> want;
-    host_expf(x, want);
+    ref(x, want);
     gpu::Buffer *bx = R.upload(x), *bo = R.poisoned(x.size());
-    double ms = R.run("expf", {bx, bo}, {uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
-    R.check("expf", shape, ms, {{"expf", Runner::read(*bo, x.size()), want, Word::f32}});
+    double ms = R.run(kernel, {bx, bo}, {uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
+    R.check(kernel, shape, ms, {{kernel, Runner::read(*bo, x.size()), want, Word::f32}});
     R.release();
+}
+
+// Every one of the 2^32 floats through a probe, in batches of 2^24, summed up in one line.
+void every_float(Runner& R, const char* kernel, Reference ref) {
+    const size_t batch = size_t(1) << 24;
+    std::vector<uint32_t> x(batch);
+    std::vector<std::string> keep = std::move(R.lines);
+    R.lines.clear();
+    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += batch) {
+        for (size_t i = 0; i < batch; ++i) x[i] = uint32_t(base + i);
+        probe_batch(R, kernel, ref, x, "every float from " + show(uint32_t(base), Word::f32));
+    }
+    double ms = 0;
+    for (const std::string& l : R.lines) {
+        const char* comma = std::strrchr(l.c_str(), ',');
+        ms += comma ? std::atof(comma + 1) : 0;
+    }
+    R.lines = std::move(keep);
+    char line[160];
+    std::snprintf(line, sizeof line, "%s every float (2^32): %zu of %zu words bit-exact, %.0f ms", kernel, size_t(1) << 32,
+                  size_t(1) << 32, ms);
+    R.lines.push_back(line);
 }
 
 void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
@@ -706,38 +730,15 @@ void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
     // Every exponent alike: random bits.
     const size_t sample = full ? size_t(1) << 24 : size_t(1) << 21;
     while (x.size() < sample) x.push_back(uint32_t(rng()));
-    expf_batch(R, x, dims({x.size()}) + " (specials, boundaries, every exponent)");
-    if (!(full && exhaustive)) return;
-    const size_t batch = size_t(1) << 24;
-    size_t words = 0;
-    double ms = 0;
-    std::vector<std::string> keep = std::move(R.lines);
-    R.lines.clear();
-    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += batch) {
-        x.resize(batch);
-        for (size_t i = 0; i < batch; ++i) x[i] = uint32_t(base + i);
-        expf_batch(R, x, "every float from " + show(uint32_t(base), Word::f32));
-        words += batch;
-    }
-    for (const std::string& l : R.lines) {
-        const char* comma = std::strrchr(l.c_str(), ',');
-        ms += comma ? std::atof(comma + 1) : 0;
-    }
-    R.lines = std::move(keep);
-    char line[160];
-    std::snprintf(line, sizeof line, "expf every float (2^32): %zu of %zu words bit-exact, %.0f ms", words, words, ms);
-    R.lines.push_back(line);
+    probe_batch(R, "expf", host_expf, x, dims({x.size()}) + " (specials, boundaries, every exponent)");
+    if (full && exhaustive) every_float(R, "expf", host_expf);
 }
 
 // ---------------------------------------------------------------- f16 rounding
 
-void f16_round_batch(Runner& R, const std::vector<uint32_t>& x, const std::string& shape) {
-    std::vector<uint32_t> want(x.size());
-    for (size_t i = 0; i < x.size(); ++i) want[i] = fbits(f16_to_f32(f32_to_f16(bitsf(x[i]))));
-    gpu::Buffer *bx = R.upload(x), *bo = R.poisoned(x.size());
-    double ms = R.run("f16_round", {bx, bo}, {uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
-    R.check("f16_round", shape, ms, {{"f16_round", Runner::read(*bo, x.size()), want, Word::f32}});
-    R.release();
+void host_f16_round(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
+    y.resize(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = fbits(f16_to_f32(f32_to_f16(bitsf(x[i]))));
 }
 
 void verify_f16_round(Runner& R, Rng& rng, bool full, bool exhaustive) {
@@ -756,26 +757,8 @@ void verify_f16_round(Runner& R, Rng& rng, bool full, bool exhaustive) {
         for (int d = -3; d <= 3; ++d) x.insert(x.end(), {b + uint32_t(d), (b + uint32_t(d)) ^ 0x80000000u});
     const size_t sample = full ? size_t(1) << 24 : size_t(1) << 20;
     while (x.size() < sample) x.push_back(uint32_t(rng()));
-    f16_round_batch(R, x, dims({x.size()}) + " (every f16, ties, boundaries, every exponent)");
-    if (!(full && exhaustive)) return;
-    const size_t batch = size_t(1) << 24;
-    std::vector<std::string> keep = std::move(R.lines);
-    R.lines.clear();
-    for (uint64_t base = 0; base < (uint64_t(1) << 32); base += batch) {
-        x.resize(batch);
-        for (size_t i = 0; i < batch; ++i) x[i] = uint32_t(base + i);
-        f16_round_batch(R, x, "every float from " + show(uint32_t(base), Word::f32));
-    }
-    double ms = 0;
-    for (const std::string& l : R.lines) {
-        const char* comma = std::strrchr(l.c_str(), ',');
-        ms += comma ? std::atof(comma + 1) : 0;
-    }
-    R.lines = std::move(keep);
-    char line[160];
-    std::snprintf(line, sizeof line, "f16_round every float (2^32): %zu of %zu words bit-exact, %.0f ms", size_t(1) << 32,
-                  size_t(1) << 32, ms);
-    R.lines.push_back(line);
+    probe_batch(R, "f16_round", host_f16_round, x, dims({x.size()}) + " (every f16, ties, boundaries, every exponent)");
+    if (full && exhaustive) every_float(R, "f16_round", host_f16_round);
 }
 
 }  // namespace
