@@ -214,11 +214,6 @@ float spread(Rng& r, int lo, int hi) {
 
 // ---------------------------------------------------------------- rms_norm
 
-struct NormCase {
-    const char* name;
-    bool residual;
-};
-
 // Rows whose double sums round often, or never, or from a cancelled residual.
 void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x, std::vector<float>& add) {
     x.assign(n, 0.0f);
@@ -254,23 +249,37 @@ void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x,
     }
 }
 
+// The norms' data kinds (norm_data; "residual ..." adds `add` first) and a row of one: the inputs,
+// and the CPU's x = add + x (stored back) and norm y of n values (weights from w_off).
+const char* const NORM_KINDS[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place",
+                                  "subnormal squares", "ties", "some ties", "large few", "zeros", "equal", "residual random",
+                                  "residual cancel", "residual spread"};
+constexpr float NORM_EPS = 1e-6f;
+constexpr uint32_t NORM_W_OFF = 5;
+struct NormRow {
+    bool residual;
+    std::vector<float> x, add, w, xc, y;
+};
+NormRow norm_row(Rng& rng, const char* kind, size_t n) {
+    NormRow c;
+    c.residual = std::strncmp(kind, "residual", 8) == 0;
+    norm_data(rng, kind, n, c.x, c.add);
+    c.w.resize(NORM_W_OFF + n);
+    for (float& v : c.w) v = 1.0f + 0.1f * normal(rng);
+    c.xc = c.x, c.y.resize(n);
+    if (c.residual)
+        for (size_t i = 0; i < n; ++i) c.xc[i] = c.add[i] + c.xc[i];
+    ops::rms_norm_mul(c.xc.data(), c.w.data() + NORM_W_OFF, c.y.data(), n, NORM_EPS);
+    return c;
+}
+
 void verify_rms_norm(Runner& R, Rng& rng, bool full) {
     std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 12288} : std::vector<size_t>{1000, 4224};
-    const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                           "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"};
-    const float eps = 1e-6f;
-    const uint32_t w_off = 5;
+    const float eps = NORM_EPS;
+    const uint32_t w_off = NORM_W_OFF;
     for (size_t n : ns)
-        for (const char* kind : kinds) {
-            const bool residual = std::strncmp(kind, "residual", 8) == 0;
-            std::vector<float> x, add, w(w_off + n);
-            norm_data(rng, kind, n, x, add);
-            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
-            // The CPU: x = add + x (stored back), then the norm.
-            std::vector<float> xc = x, y(n);
-            if (residual)
-                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
-            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
+        for (const char* kind : NORM_KINDS) {
+            const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *by = R.poisoned(n);
             double ms = R.run("rms_norm", {bx, ba, bw, by}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u}, 1);
             std::vector<Out> outs{{"y", Runner::read(*by, n), words_of(y), Word::f32}};
@@ -310,20 +319,11 @@ PreparedAct prepared(const std::vector<float>& y) {
 // are not multiples of NORM_Q8_SPAN), and the residual stream the first workgroup writes.
 void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
     std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 5120, 12288} : std::vector<size_t>{1056, 4320};
-    const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                           "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"};
-    const float eps = 1e-6f;
-    const uint32_t w_off = 5;
+    const float eps = NORM_EPS;
+    const uint32_t w_off = NORM_W_OFF;
     for (size_t n : ns)
-        for (const char* kind : kinds) {
-            const bool residual = std::strncmp(kind, "residual", 8) == 0;
-            std::vector<float> x, add, w(w_off + n);
-            norm_data(rng, kind, n, x, add);
-            for (float& v : w) v = 1.0f + 0.1f * normal(rng);
-            std::vector<float> xc = x, y(n);
-            if (residual)
-                for (size_t i = 0; i < n; ++i) xc[i] = add[i] + xc[i];
-            ops::rms_norm_mul(xc.data(), w.data() + w_off, y.data(), n, eps);
+        for (const char* kind : NORM_KINDS) {
+            const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             const PreparedAct want = prepared(y);
             gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n),
                         *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
