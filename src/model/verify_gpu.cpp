@@ -673,19 +673,25 @@ void verify_swiglu(Runner& R, Rng& rng, bool full) {
 
 // ---------------------------------------------------------------- expf
 
-// The host's expf on many threads (the exhaustive run's 2^32 inputs).
-void host_expf(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
+// y[i] = f(x[i]) on up to 16 threads (the exhaustive runs' 2^32 inputs).
+template <class F>
+void on_threads(const std::vector<uint32_t>& x, std::vector<uint32_t>& y, F f) {
     y.resize(x.size());
     const size_t T = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
     std::vector<std::thread> th;
     for (size_t t = 0; t < T; ++t)
         th.emplace_back([&, t] {
-            for (size_t i = x.size() * t / T; i < x.size() * (t + 1) / T; ++i) {
-                volatile float in = bitsf(x[i]);
-                y[i] = fbits(expf(in));
-            }
+            for (size_t i = x.size() * t / T; i < x.size() * (t + 1) / T; ++i) y[i] = f(x[i]);
         });
     for (auto& t : th) t.join();
+}
+
+// The host's expf.
+void host_expf(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
+    on_threads(x, y, [](uint32_t w) {
+        volatile float in = bitsf(w);
+        return fbits(expf(in));
+    });
 }
 
 // A probe kernel (one float in, one word out) on a batch of floats against the CPU's words.
@@ -737,8 +743,7 @@ void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
 // ---------------------------------------------------------------- f16 rounding
 
 void host_f16_round(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
-    y.resize(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = fbits(f16_to_f32(f32_to_f16(bitsf(x[i]))));
+    on_threads(x, y, [](uint32_t w) { return fbits(f16_to_f32(f32_to_f16(bitsf(w)))); });
 }
 
 void verify_f16_round(Runner& R, Rng& rng, bool full, bool exhaustive) {
