@@ -712,7 +712,7 @@ constexpr uint32_t ATT_LOCAL = 128;
 // The walk's chunk: the value rows a workgroup holds at once (words: two f16 a word), and the most
 // positions that makes (head size 32).
 constexpr uint32_t ATT_CHUNK_WORDS = 4096, ATT_CHUNK_MAX = ATT_CHUNK_WORDS / 16;
-constexpr uint32_t ATT_ELEMS = 256 / ATT_LOCAL;  // output elements an invocation walks (HEAD_MAX)
+constexpr uint32_t ATT_ELEMS = HEAD_MAX / ATT_LOCAL;  // output elements an invocation walks
 
 // Guarded f32 in attention. The softmax weights below 2^-126 (expf of differences past -87) are
 // where a flushing card differs, and there the CPU's results follow from signs alone: with
