@@ -111,11 +111,12 @@ void refused(const char* kernel, size_t word) {
 TEST(gpu_op_rms_norm_bit_exact) {
     bit_exact("rms_norm", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares", "ties",
                            "some ties", "large few", "zeros",
-                           "equal", "residual random", "residual cancel", "residual spread"});
+                           "equal", "mean on a boundary", "mean on a boundary, rounded up", "residual random", "residual cancel", "residual spread"});
 }
 TEST(gpu_op_rms_norm_q8_bit_exact) {
     bit_exact("rms_norm_q8", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                              "ties", "some ties", "large few", "zeros", "equal", "residual random", "residual cancel", "residual spread"});
+                              "ties", "some ties", "large few", "zeros", "equal", "mean on a boundary", "mean on a boundary, rounded up", "residual random", "residual cancel",
+                              "residual spread"});
 }
 // The oracle checks every workgroup's blocks: a quant of the last span of 1×1056 (workgroup 8 of 9)
 // that differs refuses the card.
@@ -190,7 +191,7 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
 
 TEST(gpu_op_sum_squares_bit_exact) {
     bit_exact("sum_squares", {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                              "ties", "some ties", "large few", "zeros", "equal"});
+                              "ties", "some ties", "large few", "zeros", "equal", "mean on a boundary", "mean on a boundary, rounded up"});
 }
 TEST(gpu_op_prep_act_bit_exact) {
     bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
@@ -215,7 +216,7 @@ TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
     for (const auto& c : checks) CHECK(c.bit_exact);
 }
 TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
-TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents"}); }
+TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents", "mean on a boundary"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }

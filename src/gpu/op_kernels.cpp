@@ -173,6 +173,39 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
     return c.out[u32c(0)];
 }
 
+// The sum of one double per invocation over a workgroup of L (a power of two), in no particular
+// order, into every invocation (a tree in c.tail, which chain_sum writes only after its barriers).
+F64 workgroup_sum(F64 part, U32 t, uint32_t L, const ChainScratch& c) {
+    c.tail.set(t, part);
+    barrier();
+    for (uint32_t d = L / 2; d >= 1; d /= 2) {
+        if_(t < u32c(d), [&] { c.tail.set(t, c.tail[t] + c.tail[t + d]); });
+        barrier();
+    }
+    return c.tail[u32c(0)];
+}
+
+// The CPU's mean (float)(sum / len) of the ordered double sum of the squares sq[0, len) (len <=
+// L·Kn <= 2^12), given each invocation's sum of its own squares in any order (part). A norm keeps
+// only that float, and the float depends on the sum's last bits only where sum / len lies near a
+// float's rounding boundary. Any order of adding m nonnegative doubles lands within (m - 1)·2^-53
+// of their exact sum, relatively: the ordered chain and the workgroup's sum a alike, so the chain's
+// sum lies in [a·(1 - 2^-37), a·(1 + 2^-37)] (2·4095·2^-53 < 2^-39). The rounding to double, then
+// to float, is monotone: where both ends give the same float, the chain gives it too. Elsewhere
+// (and for a sum that is not finite) chain_sum makes the ordered sum itself. The decision is the
+// same in every invocation (they read the same a), so the chain's barriers stay in uniform
+// control flow.
+F32 ordered_mean(const Arr<K::f32>& sq, U32 len, F64 part, U32 t, uint32_t L, uint32_t Kn, uint32_t cap, const ChainScratch& c) {
+    static_assert(NORM_CHUNK <= 4096, "the bound 2^-37 holds for sums of at most 4096 squares");
+    F64 a = workgroup_sum(part, t, L, c);
+    stamp(2);
+    F32 below = mean_f32(a * f64c(1.0 - 0x1p-37), len), above = mean_f32(a * f64c(1.0 + 0x1p-37), len);
+    Bool finite_a = (hi(bits(a)) & 0x7ff00000u) != 0x7ff00000u;
+    auto mean = var(below);
+    if_(!(finite_a && bits(below) == bits(above)), [&] { mean = mean_f32(chain_sum(sq, len, f64c(0.0), t, L, Kn, cap, c), len); });
+    return mean.get();
+}
+
 // ---------------------------------------------------------------- Q8_0 pieces
 
 // A block's scale d = amax/127 rounded to f16 (the value the products use) and its multiplier
@@ -267,31 +300,56 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
 // from it where i < n (guarded, and may store).
 constexpr uint32_t NORM_KN = NORM_CHUNK / NORM_LOCAL;
 using Loads = std::vector<F32>;
-F64 sum_of_squares(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value) {
-    auto sx = workgroup<K::f32>(NORM_CHUNK);
-    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
+// One chunk's squares (values base + t + k·NORM_LOCAL) into sx; returns this invocation's sum of
+// them (in no particular order).
+F64 chunk_squares(U32 base, U32 n, U32 t, Arr<K::f32>& sx, const std::function<Loads(U32)>& load,
+                  const std::function<F32(U32, const Loads&)>& value) {
+    std::vector<Loads> v(NORM_KN);
+    std::vector<Bool> in(NORM_KN);
+    std::vector<U32> at(NORM_KN);
+    for (uint32_t k = 0; k < NORM_KN; ++k) {
+        at[k] = base + t + k * NORM_LOCAL;
+        in[k] = at[k] < n;
+        Unguarded ug;
+        v[k] = load(select(in[k], at[k], u32c(0)));
+    }
+    auto part = var(f64c(0.0));
+    for (uint32_t k = 0; k < NORM_KN; ++k)
+        if_(in[k], [&] {
+            F32 x = value(at[k], v[k]);
+            F32 q = x * x;
+            sx.set(t + k * NORM_LOCAL, q);
+            part = part.get() + f64(q);
+        });
+    barrier();
+    stamp(1);
+    return part.get();
+}
+
+// The ordered sum itself, chunk by chunk, in the workgroup arrays sx and cs.
+F64 sum_of_squares(U32 n, U32 t, Arr<K::f32>& sx, const ChainScratch& cs, const std::function<Loads(U32)>& load,
+                   const std::function<F32(U32, const Loads&)>& value) {
     auto sum = var(f64c(0.0));
     for_(u32c(0), n, u32c(NORM_CHUNK), [&](U32 base) {
-        std::vector<Loads> v(NORM_KN);
-        std::vector<Bool> in(NORM_KN);
-        std::vector<U32> at(NORM_KN);
-        for (uint32_t k = 0; k < NORM_KN; ++k) {
-            at[k] = base + t + k * NORM_LOCAL;
-            in[k] = at[k] < n;
-            Unguarded ug;
-            v[k] = load(select(in[k], at[k], u32c(0)));
-        }
-        for (uint32_t k = 0; k < NORM_KN; ++k)
-            if_(in[k], [&] {
-                F32 x = value(at[k], v[k]);
-                sx.set(t + k * NORM_LOCAL, x * x);
-            });
-        barrier();
-        stamp(1);
+        chunk_squares(base, n, t, sx, load, value);
         U32 len = select(n - base < u32c(NORM_CHUNK), n - base, u32c(NORM_CHUNK));
         sum = chain_sum(sx, len, sum.get(), t, NORM_LOCAL, NORM_KN, NORM_CAP, cs);
     });
     return sum.get();
+}
+
+// The CPU's mean (float)(sum / n) of the squares of value(i), i < n, summed in index order: for a
+// row of one chunk through ordered_mean (the chain only where the float depends on it), for longer
+// rows chunk by chunk through the chain.
+F32 norm_mean(U32 n, U32 t, const std::function<Loads(U32)>& load, const std::function<F32(U32, const Loads&)>& value) {
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
+    auto mean = var(f32c(0.0f));
+    if_else(n <= u32c(NORM_CHUNK), [&] {
+        F64 part = chunk_squares(u32c(0), n, t, sx, load, value);
+        mean = ordered_mean(sx, n, part, t, NORM_LOCAL, NORM_KN, NORM_CAP, cs);
+    }, [&] { mean = mean_f32(sum_of_squares(n, t, sx, cs, load, value), n); });
+    return mean.get();
 }
 
 // The ordered sum alone, its two words (for the oracle: a norm's output hides most of its sum's
@@ -302,7 +360,9 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     auto out = buffer<K::u32>(1, false, "sum");
     push_constants(1);
     U32 n = push(0), t = local_id();
-    F64 sum = sum_of_squares(n, t, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
+    auto sx = workgroup<K::f32>(NORM_CHUNK);
+    ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
+    F64 sum = sum_of_squares(n, t, sx, cs, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
     if_(t == 0u, [&] {
         UVec2 w = bits(sum);
         out.set(u32c(0), lo(w));
@@ -317,10 +377,9 @@ std::vector<uint32_t> sum_squares(const Build& b) {
 // keep is given (rms_norm_q8).
 F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U32 t, bool in_place,
                const std::function<void(U32, F32)>& keep = {}) {
-    auto shared_scale = workgroup<K::f32>(1);
     // (residual is the same for the whole dispatch: add is read only where it is 1.)
     std::optional<GuardSite> site(std::in_place, "rms_norm sum");
-    F64 sum = sum_of_squares(
+    F32 mean = norm_mean(
         n, t, [&](U32 at) { return Loads{x[at], add[at]}; },
         [&](U32 at, const Loads& l) {
             auto v = var(guard_load(l[0]));
@@ -332,14 +391,11 @@ F32 norm_scale(Arr<K::f32>& x, Arr<K::f32>& add, U32 n, U32 residual, F32 eps, U
             if (keep) keep(at, v.get());
             return v.get();
         });
+    // Every invocation makes the scale from the same mean: the same bits, and no barrier.
     site.emplace("rms_norm scale");
-    if_(t == 0u, [&] {
-        F32 mean = mean_f32(sum, n);
-        shared_scale.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean + eps)));
-    });
-    barrier();
+    F32 scale = div_exact(f32c(1.0f), sqrt_exact(mean + eps));
     stamp(7);
-    return shared_scale[u32c(0)];
+    return scale;
 }
 
 // y(i) = (x(i)·scale)·w(i) for every i < n, handed to out(i, y); a chunk's loads issued together.
@@ -663,19 +719,18 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
     U32 src = select(is_q, g * D, NH * D + kh * D);
     U32 w_off = select(is_q, qn, kn);
     auto xs = workgroup<K::f32>(HEAD_MAX);
-    auto sc = workgroup<K::f32>(1);
     auto sq = workgroup<K::f32>(HEAD_MAX);
     ChainScratch cs = chain_scratch(HEAD_LOCAL, HEAD_MAX);
+    auto part = var(f64c(0.0));
     for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) {
         F32 v = qkv[src + i];
+        F32 q = v * v;
         xs.set(i, v);
-        sq.set(i, v * v);
+        sq.set(i, q);
+        part = part.get() + f64(q);
     });
     barrier();
-    F64 sum = chain_sum(sq, D, f64c(0.0), t, HEAD_LOCAL, HEAD_MAX / HEAD_LOCAL, HEAD_MAX, cs);
-    if_(t == 0u, [&] { sc.set(u32c(0), div_exact(f32c(1.0f), sqrt_exact(mean_f32(sum, D) + eps))); });
-    barrier();
-    F32 scale = sc[u32c(0)];
+    F32 scale = div_exact(f32c(1.0f), sqrt_exact(ordered_mean(sq, D, part.get(), t, HEAD_LOCAL, HEAD_MAX / HEAD_LOCAL, HEAD_MAX, cs) + eps));
     U32 half = D >> 1u;
     auto ys = workgroup<K::f32>(HEAD_MAX);
     for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) { ys.set(i, (xs[i] * scale) * w[w_off + i]); });

@@ -214,10 +214,65 @@ float spread(Rng& r, int lo, int hi) {
 
 // ---------------------------------------------------------------- rms_norm
 
+constexpr float NORM_EPS = 1e-6f;
+
+// A row whose mean the ordered chain rounds to one float and its exact sum to the other side of
+// a midpoint, so that only the chain's own sum gives the CPU's bits: squares (each added exactly)
+// closing in on n·M from below, M midway between two floats near 1.5 whose norm scales
+// 1/sqrt(mean + eps) differ (so the outputs show which one the mean is), then either squares
+// below half the sum's last place, each dropped by the chain, that together carry the exact sum
+// past n·M ("mean on a boundary"), or squares just above half a last place, each rounded
+// up by the chain, that carry the chain's sum past n·M while the exact sum stays below ("... rounded
+// up"; zeros after them). Random signs.
+std::vector<float> boundary_row(Rng& r, size_t n, bool up, float eps) {
+    float m = 1.5f;
+    auto scale = [&](float v) { return 1.0f / sqrtf(v + eps); };
+    while (scale(m) == scale(std::nextafter(m, 2.0f))) m = std::nextafter(m, 2.0f);
+    const double target = (double(m) + double(std::nextafter(m, 2.0f))) / 2 * double(n);
+    auto square = [](float v) { return double(v * v); };  // the CPU's float square, widened
+    // The largest float whose square lies below v.
+    auto root_below = [&](double v) {
+        float x = float(std::sqrt(v));
+        while (square(x) >= v) x = std::nextafter(x, 0.0f);
+        for (float up = std::nextafter(x, 1e30f); square(up) < v; up = std::nextafter(up, 1e30f)) x = up;
+        return x;
+    };
+    auto ulp = [](double s) {
+        int e;
+        std::frexp(s, &e);
+        return std::ldexp(1.0, e - 53);
+    };
+    std::vector<float> x;
+    double s = 0.0;
+    while (x.size() < n) {
+        if (s > 0 && target - s < double(n - x.size()) * 0.4 * ulp(s)) break;  // the rest can cross
+        const float v = root_below(target - s);
+        if (square(v) < ulp(s) / 2) break;  // the chain would drop it
+        x.push_back(v);
+        s += square(v);
+    }
+    // Rounded up, each fill adds a whole last place to the chain and 0.52 of one to the exact sum
+    // (which the closing squares' own roundings leave within half a place of the chain's).
+    const size_t end = up ? x.size() + size_t((target - s - ulp(s)) / (0.52 * ulp(s))) : n;
+    const float fill = root_below((up ? 0.52 : 0.45) * ulp(s));
+    while (x.size() < n) x.push_back(x.size() < end ? fill : 0.0f);
+    long double exact = 0;
+    double chain = 0;
+    for (float v : x) exact += (long double)square(v), chain += square(v);
+    if (float(chain / double(n)) == float(double(exact / (long double)n)))
+        throw Error("norm_data: no row of " + std::to_string(n) + " values has its mean on a boundary");
+    for (float& v : x) v *= r_sign(r);
+    return x;
+}
+
 // Rows whose double sums round often, or never, or from a cancelled residual.
 void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x, std::vector<float>& add) {
     x.assign(n, 0.0f);
     add.assign(n, 0.0f);
+    if (kind.rfind("mean on a boundary", 0) == 0) {
+        x = boundary_row(r, n, kind == "mean on a boundary, rounded up", NORM_EPS);
+        return;
+    }
     for (size_t i = 0; i < n; ++i) {
         float& v = x[i];
         if (kind == "random") v = normal(r);
@@ -252,9 +307,9 @@ void norm_data(Rng& r, const std::string& kind, size_t n, std::vector<float>& x,
 // The norms' data kinds (norm_data; "residual ..." adds `add` first) and a row of one: the inputs,
 // and the CPU's x = add + x (stored back) and norm y of n values (weights from w_off).
 const char* const NORM_KINDS[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place",
-                                  "subnormal squares", "ties", "some ties", "large few", "zeros", "equal", "residual random",
+                                  "subnormal squares", "ties", "some ties", "large few", "zeros", "equal", "mean on a boundary", "mean on a boundary, rounded up",
+                                  "residual random",
                                   "residual cancel", "residual spread"};
-constexpr float NORM_EPS = 1e-6f;
 constexpr uint32_t NORM_W_OFF = 5;
 struct NormRow {
     bool residual;
@@ -345,7 +400,7 @@ void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
 void verify_sum_squares(Runner& R, Rng& rng, bool full) {
     std::vector<size_t> ns = full ? std::vector<size_t>{128, 2048, 4096, 12288} : std::vector<size_t>{128, 1000, 4224};
     const char* kinds[] = {"random", "spread exponents", "narrow spread", "sparse rounding", "huge first", "last place", "subnormal squares",
-                           "ties", "some ties", "large few", "zeros", "equal"};
+                           "ties", "some ties", "large few", "zeros", "equal", "mean on a boundary", "mean on a boundary, rounded up"};
     for (size_t n : ns)
         for (const char* kind : kinds) {
             std::vector<float> x, add;
@@ -519,11 +574,17 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
     const uint32_t qn = 3, kn = 3 + D, layer = 3 * half;  // offsets that are not zero
     ops::Rope rope(int(D), 1e6f);
     struct C { int64_t pos; const char* kind; };
-    for (C c : {C{0, "random"}, C{1, "random"}, C{1000, "random"}, C{40000, "random"}, C{1000, "spread exponents"}}) {
+    for (C c : {C{0, "random"}, C{1, "random"}, C{1000, "random"}, C{40000, "random"}, C{1000, "spread exponents"},
+                C{7, "mean on a boundary"}}) {
         const size_t n_ctx = size_t(c.pos) + 2, cache_words = layer + NKV * n_ctx * half;
         std::vector<float> qkv((NH + 2 * NKV) * D), w(kn + D);
         for (size_t h = 0; h < NH + 2 * NKV; ++h) {
             float s = std::exp(normal(rng));
+            if (std::strcmp(c.kind, "mean on a boundary") == 0) {
+                const std::vector<float> row = boundary_row(rng, D, h % 2 == 1, eps);
+                std::copy(row.begin(), row.end(), qkv.begin() + long(h * D));
+                continue;
+            }
             for (size_t i = 0; i < D; ++i)
                 qkv[h * D + i] = std::strcmp(c.kind, "random") ? spread(rng, -30, 12) : normal(rng) * s;
         }
