@@ -9,7 +9,7 @@
 #include "gpu/compute.h"
 #include "gpu/fma_exact.h"
 #include "gpu/kernels.h"
-#include "gpu/spirv.h"
+#include "gpu/shader.h"
 #include "core/f16.h"
 #include "quant/dot.h"
 #include "gpu_device.h"
@@ -313,20 +313,17 @@ TEST(native_kernels_follow_the_cpu_order) {
 // fma_exact's sequence on the card against std::fma: the shader computes out = fma_exact(a, b, c).
 TEST(fma_exact_on_the_card) {
     Gpu* g = test_gpu();
-    namespace sp = bankml::gpu::spirv;
-    sp::Module m;
-    uint32_t f = m.t_f32(), u = m.t_u32(), bl = m.t_bool();
-    uint32_t ba = m.storage_buffer(f, 0, true, "a"), bb = m.storage_buffer(f, 1, true, "b");
-    uint32_t bc = m.storage_buffer(f, 2, true, "c"), bo = m.storage_buffer(f, 3, false, "out");
-    uint32_t gid = m.builtin_u32x3(sp::BuiltInGlobalInvocationId);
-    m.entry_point(64);
-    m.begin_main();
-    uint32_t i = m.builtin_x(gid);
-    uint32_t r = m.fma_exact({f, u, bl}, m.load_elem(f, ba, i), m.load_elem(f, bb, i), m.load_elem(f, bc, i),
-                             m.c_u32(0xFFFFF000u), m.c_u32(1), m.c_u32(0), m.c_f32(0.0f));
-    m.store_elem(f, bo, i, r);
-    m.end_main();
-    Pipeline p = g->pipeline(m.words(), 4, 0);
+    std::vector<uint32_t> words;
+    {
+        using namespace bankml::gpu::shader;
+        Shader sh(64, false);
+        auto a = buffer<K::f32>(0, true, "a"), b = buffer<K::f32>(1, true, "b"), c = buffer<K::f32>(2, true, "c");
+        auto out = buffer<K::f32>(3, false, "out");
+        U32 i = global_id();
+        out.set(i, fma_exact(a[i], b[i], c[i]));
+        words = sh.finish();
+    }
+    Pipeline p = g->pipeline(words, 4, 0);
     const size_t n = 1 << 18;
     std::mt19937_64 rng(11);
     std::vector<float> a(n), b(n), c(n);

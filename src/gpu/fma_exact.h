@@ -1,7 +1,7 @@
 // A correctly rounded fma(a, b, c) from plain f32 multiplies and adds, the same operation sequence
-// that spirv::Module::fma_exact writes into shaders. Drivers may or may not fuse GLSL's Fma (RADV
-// on a Vega 3 does not), so the kernels never use it; this C++ twin is what the tests prove the
-// sequence on, against std::fma, before any card runs it.
+// that shader::fma_exact writes into shaders. Drivers may or may not fuse GLSL's Fma (RADV on a
+// Vega 3 does not), so the Q1_0 kernels use it wherever the card has not proven its Fma; this C++
+// twin is what the tests prove the sequence on, against std::fma, before any card runs it.
 //
 // Preconditions (the kernels meet them: a is an f16 weight scale, b and c are normal f32 sums):
 //   a has at most 12 significant bits; neither a·b's partial products nor the final result

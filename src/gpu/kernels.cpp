@@ -9,96 +9,13 @@
 #include "core/error.h"
 #include "core/f16.h"
 #include "gpu/compute.h"
-#include "gpu/spirv.h"
+#include "gpu/shader.h"
 #include "quant/blocks.h"
 #include "quant/dot.h"
 
 namespace bankml::gpu::kernels {
 
-using namespace spirv;
-
-namespace {
-
-// What both kernels share: the types, the five buffers, the push block and a few constants.
-struct Kernel {
-    Module m;
-    uint32_t u = 0, f = 0, bl = 0;
-    uint32_t ws = 0, wb = 0, as = 0, aq = 0, out = 0, push = 0, gid = 0, lid = 0;
-    uint32_t cmask = 0, c1 = 0, c0 = 0, cf0 = 0;
-
-    FmaPath fma = FmaPath::exact;
-    // The table chunk in workgroup memory.
-    uint32_t shared = 0;
-    uint32_t f4 = 0, u2 = 0;
-
-    // Bindings 0 and 1 as uvec2, binding 3 as vec4: a row's four scales of a chunk, its lane's
-    // bits of a chunk and four table entries are one load each.
-    Kernel(FmaPath path, uint32_t local_size) : fma(path) {
-        u = m.t_u32();
-        f = m.t_f32();
-        bl = m.t_bool();
-        f4 = m.t_vec(f, 4);
-        u2 = m.t_vec(u, 2);
-        ws = m.storage_buffer(u2, 0, true, "weight_scales", 8);
-        wb = m.storage_buffer(u2, 1, true, "weight_bits", 8);
-        as = m.storage_buffer(f, 2, true, "act_scales");
-        aq = m.storage_buffer(f4, 3, true, "act_lane_products", 16);
-        out = m.storage_buffer(f, 4, false, "out");
-        push = m.push_constants(2);
-        gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
-        lid = m.builtin_u32x3(BuiltInLocalInvocationId);
-        cmask = m.c_u32(0xFFFFF000u);
-        c1 = m.c_u32(1);
-        c0 = m.c_u32(0);
-        cf0 = m.c_f32(0.0f);
-        m.entry_point(local_size);
-        m.begin_main();
-    }
-
-    uint32_t push_u32(uint32_t k) {
-        uint32_t p = m.op(OpAccessChain, m.t_ptr(StoragePushConstant, u), {push, m.c_u32(k)});
-        return m.load(u, p);
-    }
-    uint32_t add_u(uint32_t a, uint32_t b) { return m.op(OpIAdd, u, {a, b}); }
-    uint32_t mul_u(uint32_t a, uint32_t b) { return m.op(OpIMul, u, {a, b}); }
-    uint32_t shr_u(uint32_t a, uint32_t b) { return m.op(OpShiftRightLogical, u, {a, b}); }
-    uint32_t shl_u(uint32_t a, uint32_t b) { return m.op(OpShiftLeftLogical, u, {a, b}); }
-    uint32_t and_u(uint32_t a, uint32_t b) { return m.op(OpBitwiseAnd, u, {a, b}); }
-
-    // One lane's d1·s for sub-block k of the table chunk's block `slot`: `lane_nib` (lane·16 plus
-    // the four sign bits) picks one of the chunk's products. One workgroup-memory load.
-    uint32_t product(uint32_t lane_nib, uint32_t slot, uint32_t k) {
-        uint32_t at = add_u(lane_nib, m.c_u32((slot * 4 + k) * 128));
-        return m.load(f, m.op(OpAccessChain, m.t_ptr(StorageWorkgroup, f), {shared, at}));
-    }
-
-    // ab = d1·s, then ab + d1·s (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
-    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc) exactly: through
-    // fma_exact, or through GLSL's Fma where the card proved it fuses (FmaPath::native).
-    void accumulate(uint32_t d0, const uint32_t p[4], uint32_t acc_var) {
-        uint32_t ab = p[0];
-        for (int k = 1; k < 4; ++k) ab = m.op(OpFAdd, f, {ab, p[k]});
-        uint32_t acc = m.load(f, acc_var);
-        // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
-        uint32_t r = fma == FmaPath::native ? m.ext(f, GlslFma, {d0, ab, acc})
-                                            : m.fma_exact({f, u, bl}, d0, ab, acc, cmask, c1, c0, cf0, false);
-        m.store(acc_var, r);
-    }
-
-    // The CPU's horizontal sum of eight lanes: (a0+a4 + a2+a6) + (a1+a5 + a3+a7).
-    uint32_t hsum(const std::vector<uint32_t>& a) {
-        auto add = [&](uint32_t x, uint32_t y) { return m.op(OpFAdd, f, {x, y}); };
-        uint32_t x0 = add(a[0], a[4]), x1 = add(a[1], a[5]), x2 = add(a[2], a[6]), x3 = add(a[3], a[7]);
-        return add(add(x0, x2), add(x1, x3));
-    }
-
-    std::vector<uint32_t> finish() {
-        m.end_main();
-        return m.words();
-    }
-};
-
-}  // namespace
+using namespace shader;
 
 // Both kernels keep the activation's table in workgroup memory: the table is the same for every
 // row, so the workgroup copies it a chunk of four blocks at a time (8 KiB; 16-byte loads, two per
@@ -130,99 +47,107 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     static_assert(PACK_ROWS % MAT_VEC_ROWS == 0 && PACK_ROWS % (MAT_VEC8_ROWS * 4) == 0, "workgroups read whole padded rows");
     static_assert(TABLE * 4 == KERNEL_SHARED_BYTES, "workgroup memory the card must offer");
     static_assert(TABLE % (4 * INV) == 0 && CHUNK == 4, "a chunk's copy is whole vec4s for every invocation");
+    static_assert(4 * INV <= TABLE, "the lane sums of four rows fit in the table's memory");
     if (ahead < 1 || ahead > 16) throw Error("q1_0_mat_vec8: " + std::to_string(ahead) + " chunks loaded ahead is not within 1..16");
     if (eight ? (per != 1 && per != 2 && per != 4) : per != 1)
         throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4");
-    static_assert(4 * INV <= TABLE, "the lane sums of four rows fit in the table's memory");
-    Kernel k(path, INV);
-    Module& m = k.m;
-    k.shared = m.workgroup_array(k.f, TABLE);
+    Shader sh(INV, false, path == FmaPath::native ? Fma::native : Fma::exact);
+    // Bindings 0 and 1 as uvec2, binding 3 as vec4: a row's four scales of a chunk, its lane's
+    // bits of a chunk and four table entries are one load each.
+    auto weight_scales = buffer<K::u2>(0, true, "weight_scales");
+    auto weight_bits = buffer<K::u2>(1, true, "weight_bits");
+    buffer<K::f32>(2, true, "act_scales");
+    auto lane_products = buffer<K::f4>(3, true, "act_lane_products");
+    auto out = buffer<K::f32>(4, false, "out");
+    push_constants(2);
+    auto shared = workgroup<K::f32>(TABLE);  // the table's chunk
     const uint32_t nrow = eight ? per : 1;
-    std::vector<uint32_t> acc(eight ? per : 8);
-    for (uint32_t& a : acc) a = m.local_var(k.f);
-    uint32_t gid = m.builtin_x(k.gid), lid = m.builtin_x(k.lid);
-    uint32_t rows = k.push_u32(0), blocks = k.push_u32(1);
-    uint32_t chunks = k.shr_u(k.add_u(blocks, m.c_u32(CHUNK - 1)), m.c_u32(2));
+    std::vector<Var<K::f32>> acc;  // per row (q1_0_mat_vec8) or per lane (q1_0_mat_vec)
+    for (uint32_t i = 0; i < (eight ? per : 8); ++i) acc.push_back(var(f32c(0.0f)));
+    // An index plus a constant (none where it is 0).
+    auto plus = [](U32 a, uint32_t c) { return c ? a + c : a; };
+
+    U32 lid = local_id();
+    U32 rows = push(0), blocks = push(1);
+    U32 chunks = (blocks + (CHUNK - 1)) >> 2u;
     // R, the packed row count (padded_rows): every workgroup's rows lie below it.
-    uint32_t stride = k.and_u(k.add_u(rows, m.c_u32(PACK_ROWS - 1)), m.c_u32(~uint32_t(PACK_ROWS - 1)));
+    U32 stride = (rows + (PACK_ROWS - 1)) & ~uint32_t(PACK_ROWS - 1);
     // The rows this invocation computes (past `rows` it computes a padding row and stores nothing)
     // and, for q1_0_mat_vec8, its lane and that lane's run in the table, in bytes (lane·64).
-    std::vector<uint32_t> row(nrow);
-    uint32_t lane = 0, lane_rows = 0, lane_off = 0;
+    std::vector<U32> row(nrow);
+    U32 lane, lane_rows, lane_off;
     if (eight) {
-        lane = k.shr_u(lid, m.c_u32(5));
-        uint32_t first = k.add_u(k.mul_u(k.shr_u(gid, m.c_u32(8)), m.c_u32(32 * per)), k.and_u(lid, m.c_u32(31)));
-        for (uint32_t i = 0; i < per; ++i) row[i] = i ? k.add_u(first, m.c_u32(32 * i)) : first;
-        lane_rows = k.mul_u(lane, stride);
-        lane_off = k.shl_u(lane, m.c_u32(6));
+        lane = lid >> 5u;
+        U32 first = group_id() * (32 * per) + (lid & 31u);
+        for (uint32_t i = 0; i < per; ++i) row[i] = plus(first, 32 * i);
+        lane_rows = lane * stride;
+        lane_off = lane << 6u;
     } else {
-        row[0] = gid;
+        row[0] = global_id();
     }
-    uint32_t wptr = m.t_ptr(StorageWorkgroup, k.f);
-    uint32_t c60 = m.c_u32(0x3C), f2 = m.t_vec(k.f, 2);
 
-    for (uint32_t a : acc) m.store(a, k.cf0);
     // One chunk's weights: per row, its four scales, then its bits (the lane's uvec2, or all eight).
-    struct Weights { std::vector<uint32_t> scale, bits; };
-    auto load_weights = [&](uint32_t c) {
-        uint32_t crows = k.mul_u(c, stride), lanes_at = k.shl_u(crows, m.c_u32(3));  // (c·8)·rows
+    struct Weights { std::vector<UVec2> scale, bits; };
+    auto load_weights = [&](U32 c) {
+        U32 crows = c * stride, lanes_at = crows << 3u;  // (c·8)·R
         Weights w;
         for (uint32_t i = 0; i < nrow; ++i) {
-            w.scale.push_back(m.load_elem(k.u2, k.ws, k.add_u(crows, row[i])));
+            w.scale.push_back(weight_scales[crows + row[i]]);
             if (eight) {
-                w.bits.push_back(m.load_elem(k.u2, k.wb, k.add_u(k.add_u(lanes_at, lane_rows), row[i])));
+                w.bits.push_back(weight_bits[(lanes_at + lane_rows) + row[i]]);
                 continue;
             }
-            uint32_t at = k.add_u(lanes_at, row[i]);
-            for (uint32_t l = 0; l < 8; ++l) w.bits.push_back(m.load_elem(k.u2, k.wb, l ? k.add_u(at, k.mul_u(stride, m.c_u32(l))) : at));
+            U32 at = lanes_at + row[i];
+            for (uint32_t l = 0; l < 8; ++l) w.bits.push_back(weight_bits[l ? at + stride * l : at]);
         }
         return w;
     };
     // The chunk's table: 512 vec4, two per invocation.
-    uint32_t idx[2] = {lid, k.add_u(lid, m.c_u32(INV))};
-    auto load_table = [&](uint32_t c) {
-        uint32_t first = k.shl_u(c, m.c_u32(9));
-        std::vector<uint32_t> t(2);
-        for (int x = 0; x < 2; ++x) t[x] = m.load_elem(k.f4, k.aq, k.add_u(first, idx[x]));
-        return t;
+    const U32 idx[2] = {lid, lid + INV};
+    auto load_table = [&](U32 c) {
+        U32 first = c << 9u;
+        return std::vector<Vec4>{lane_products[first + idx[0]], lane_products[first + idx[1]]};
     };
     // One chunk with its weights (and its table, if loaded ahead): the table into workgroup
     // memory, then every row's lookups.
-    auto process = [&](uint32_t c, const Weights& w, std::vector<uint32_t> t) {
-        const std::vector<uint32_t>& scale = w.scale;
-        const std::vector<uint32_t>& bits = w.bits;
+    auto process = [&](U32 c, const Weights& w, std::vector<Vec4> t) {
         if (t.empty()) t = load_table(c);
-        m.barrier();  // every row has read the previous chunk
+        barrier();  // every row has read the previous chunk
         for (int x = 0; x < 2; ++x) {
-            uint32_t at = k.shl_u(idx[x], m.c_u32(2));
-            for (uint32_t e = 0; e < 4; ++e)
-                m.store(m.op(OpAccessChain, wptr, {k.shared, e ? k.add_u(at, m.c_u32(e)) : at}), m.op(OpCompositeExtract, k.f, {t[x], e}));
+            U32 at = idx[x] << 2u;
+            for (uint32_t e = 0; e < 4; ++e) shared.set(plus(at, e), comp(t[x], e));
         }
-        m.barrier();  // the chunk is in workgroup memory
+        barrier();  // the chunk is in workgroup memory
         for (uint32_t j = 0; j < CHUNK; ++j) {
             for (uint32_t i = 0; i < nrow; ++i) {
-                // d0: the block's f16 scale, widened exactly (every f16, subnormals
-                // too, is an f32; verify_q1_0's data has subnormal scales to prove it).
-                uint32_t pair = m.ext(f2, GlslUnpackHalf2x16, {m.op(OpCompositeExtract, k.u, {scale[i], j / 2})});
-                uint32_t d0 = m.op(OpCompositeExtract, k.f, {pair, j % 2});
+                // d0: the block's f16 scale, widened exactly (every f16, subnormals too, is an
+                // f32; verify_q1_0's data has subnormal scales to prove it).
+                U32 scales = comp(w.scale[i], j / 2);
+                F32 d0 = j % 2 ? unpack_half_hi(scales) : unpack_half_lo(scales);
                 for (uint32_t l = 0; l < (eight ? 1u : 8u); ++l) {
-                    uint32_t word = m.op(OpCompositeExtract, k.u, {bits[eight ? i : l], j / 2}), p[4];
+                    U32 word = comp(w.bits[eight ? i : l], j / 2);
+                    F32 p[4];
                     for (uint32_t s = 0; s < 4; ++s) {
-                        // The nibble at bit sh, as a byte offset (nibble·4: shifted to bit 2
-                        // and masked), the lane's run OR'd in (q1_0_mat_vec8: its bits and
-                        // the nibble's are disjoint) or added as a constant (q1_0_mat_vec),
-                        // then back to an index: the card's compiler sees that index·4 is
-                        // the offset itself, so a lookup is a shift, an AND-OR and the load
-                        // (on the H200: q1_0_mat_vec8x4's code 9 % shorter than with the
-                        // nibble shifted to bit 0, 2.5 % faster; 6 % with the padded rows).
-                        uint32_t sh = 16 * (j % 2) + 4 * s;
-                        uint32_t x = sh ? k.shr_u(word, m.c_u32(sh - 2)) : k.shl_u(word, m.c_u32(2));
-                        uint32_t b4 = k.and_u(x, c60);
-                        if (eight) b4 = m.op(OpBitwiseOr, k.u, {b4, lane_off});
-                        uint32_t at = k.shr_u(b4, m.c_u32(2));
-                        p[s] = k.product(eight ? at : k.add_u(at, m.c_u32(16 * l)), j, s);
+                        // The nibble at bit sh, as a byte offset (nibble·4: shifted to bit 2 and
+                        // masked), the lane's run OR'd in (q1_0_mat_vec8: its bits and the
+                        // nibble's are disjoint) or added as a constant (q1_0_mat_vec), then back
+                        // to an index: the card's compiler sees that index·4 is the offset
+                        // itself, so a lookup is a shift, an AND-OR and the load (on the H200:
+                        // q1_0_mat_vec8x4's code 9 % shorter than with the nibble shifted to bit
+                        // 0, 2.5 % faster; 6 % with the padded rows).
+                        uint32_t at_bit = 16 * (j % 2) + 4 * s;
+                        U32 b4 = (at_bit ? word >> (at_bit - 2) : word << 2u) & 0x3Cu;
+                        if (eight) b4 = b4 | lane_off;
+                        // One lane's d1·s for sub-block s of the chunk's block j.
+                        p[s] = shared[plus(b4 >> 2u, (eight ? 0 : 16 * l) + (j * 4 + s) * 128)];
                     }
-                    k.accumulate(d0, p, acc[eight ? i : l]);
+                    // ab = d1·s summed (d1·s is exact, so the CPU's fma(d1, s, ab) is this single
+                    // rounding, and pack_act tabulates d1·s itself), then acc = fma(d0, ab, acc)
+                    // exactly: through fma_exact, or GLSL's Fma where the card proved it fuses.
+                    // acc starts at +0 and a sum is -0 only from two -0 addends, so acc is never -0.
+                    F32 ab = ((p[0] + p[1]) + p[2]) + p[3];
+                    const Var<K::f32>& a = acc[eight ? i : l];
+                    a = path == FmaPath::native ? fma_f32(d0, ab, a) : fma_exact(d0, ab, a, false);
                 }
             }
         }
@@ -230,48 +155,41 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     // The chunks in batches of `ahead`, each batch's weights and tables loaded before its first
     // chunk runs (their latencies overlap where a matrix has too few workgroups to hide them), then
     // the rest one at a time.
-    uint32_t cvar = m.local_var(k.u);
-    m.store(cvar, k.c0);
-    uint32_t whole = k.mul_u(m.op(OpUDiv, k.u, {chunks, m.c_u32(ahead)}), m.c_u32(ahead));
-    if (ahead > 1)
-        m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, cvar), whole}); },
-               [&] {
-                   uint32_t c0 = m.load(k.u, cvar);
-                   std::vector<Weights> w;
-                   std::vector<std::vector<uint32_t>> t(ahead);
-                   for (uint32_t a = 0; a < ahead; ++a) w.push_back(load_weights(a ? k.add_u(c0, m.c_u32(a)) : c0));
-                   for (uint32_t a = 0; a < ahead; ++a) t[a] = load_table(a ? k.add_u(c0, m.c_u32(a)) : c0);
-                   for (uint32_t a = 0; a < ahead; ++a) process(a ? k.add_u(c0, m.c_u32(a)) : c0, w[a], t[a]);
-               },
-               [&] { m.store(cvar, k.add_u(m.load(k.u, cvar), m.c_u32(ahead))); });
-    m.loop([&] { return m.op(OpULessThan, k.bl, {m.load(k.u, cvar), chunks}); },
-           [&] {
-               uint32_t c = m.load(k.u, cvar);
-               process(c, load_weights(c), {});
-           },
-           [&] { m.store(cvar, k.add_u(m.load(k.u, cvar), k.c1)); });
-    if (!eight) {
-        m.if_then(m.op(OpULessThan, k.bl, {gid, rows}), [&] {
-            std::vector<uint32_t> a(8);
-            for (int l = 0; l < 8; ++l) a[l] = m.load(k.f, acc[l]);
-            m.store_elem(k.f, k.out, gid, k.hsum(a));
+    U32 whole = u32c(0);
+    if (ahead > 1) {
+        whole = chunks / ahead * ahead;
+        for_(u32c(0), whole, u32c(ahead), [&](U32 c0) {
+            std::vector<Weights> w;
+            std::vector<std::vector<Vec4>> t;
+            for (uint32_t a = 0; a < ahead; ++a) w.push_back(load_weights(plus(c0, a)));
+            for (uint32_t a = 0; a < ahead; ++a) t.push_back(load_table(plus(c0, a)));
+            for (uint32_t a = 0; a < ahead; ++a) process(plus(c0, a), w[a], t[a]);
         });
-        return k.finish();
     }
-    m.barrier();  // every row has read the last chunk: the table's memory takes the lane sums
-    for (uint32_t i = 0; i < per; ++i)
-        m.store(m.op(OpAccessChain, wptr, {k.shared, k.add_u(lid, m.c_u32(i * INV))}), m.load(k.f, acc[i]));
-    m.barrier();  // in uniform control flow: every invocation of the workgroup reaches it
-    m.if_then(m.op(OpIEqual, k.bl, {lane, k.c0}), [&] {  // lid < 32
+    for_(whole, chunks, [&](U32 c) { process(c, load_weights(c), {}); });
+
+    // The CPU's horizontal sum of eight lanes: (a0+a4 + a2+a6) + (a1+a5 + a3+a7).
+    auto hsum = [](const std::vector<F32>& a) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); };
+    if (!eight) {
+        if_(row[0] < rows, [&] {
+            std::vector<F32> a;
+            for (const Var<K::f32>& v : acc) a.push_back(v);
+            out.set(row[0], hsum(a));
+        });
+        return sh.finish();
+    }
+    barrier();  // every row has read the last chunk: the table's memory takes the lane sums
+    for (uint32_t i = 0; i < per; ++i) shared.set(plus(lid, i * INV), acc[i]);
+    barrier();  // in uniform control flow: every invocation of the workgroup reaches it
+    if_(lane == 0u, [&] {  // lid < 32
         for (uint32_t i = 0; i < per; ++i)
-            m.if_then(m.op(OpULessThan, k.bl, {row[i], rows}), [&] {
-                std::vector<uint32_t> a(8);
-                for (uint32_t l = 0; l < 8; ++l)
-                    a[l] = m.load(k.f, m.op(OpAccessChain, wptr, {k.shared, k.add_u(lid, m.c_u32(i * INV + 32 * l))}));
-                m.store_elem(k.f, k.out, row[i], k.hsum(a));
+            if_(row[i] < rows, [&] {
+                std::vector<F32> a;
+                for (uint32_t l = 0; l < 8; ++l) a.push_back(shared[plus(lid, i * INV + 32 * l)]);
+                out.set(row[i], hsum(a));
             });
     });
-    return k.finish();
+    return sh.finish();
 }
 
 std::vector<uint32_t> q1_0_mat_vec(FmaPath path) { return table_kernel(path, false, 1); }
@@ -283,24 +201,16 @@ std::string kernel_name(bool eight, FmaPath path, uint32_t per) {
 }
 
 std::vector<uint32_t> fma_probe() {
-    Module m;
-    uint32_t u = m.t_u32(), f = m.t_f32(), bl = m.t_bool();
-    uint32_t abc = m.storage_buffer(f, 0, true, "abc"), out = m.storage_buffer(f, 1, false, "out");
-    uint32_t push = m.push_constants(1);
-    uint32_t gid = m.builtin_u32x3(BuiltInGlobalInvocationId);
-    m.entry_point(LOCAL_SIZE);
-    m.begin_main();
-    uint32_t i = m.builtin_x(gid);
-    uint32_t count = m.load(u, m.op(OpAccessChain, m.t_ptr(StoragePushConstant, u), {push, m.c_u32(0)}));
-    m.if_then(m.op(OpULessThan, bl, {i, count}), [&] {
-        uint32_t at = m.op(OpIMul, u, {i, m.c_u32(3)});
-        uint32_t a = m.load_elem(f, abc, at);
-        uint32_t b = m.load_elem(f, abc, m.op(OpIAdd, u, {at, m.c_u32(1)}));
-        uint32_t c = m.load_elem(f, abc, m.op(OpIAdd, u, {at, m.c_u32(2)}));
-        m.store_elem(f, out, i, m.ext(f, GlslFma, {a, b, c}));
+    Shader sh(LOCAL_SIZE, false, Fma::native);
+    auto abc = buffer<K::f32>(0, true, "abc");
+    auto out = buffer<K::f32>(1, false, "out");
+    push_constants(1);
+    U32 i = global_id();
+    if_(i < push(0), [&] {
+        U32 at = i * 3u;
+        out.set(i, fma_f32(abc[at], abc[at + 1u], abc[at + 2u]));
     });
-    m.end_main();
-    return m.words();
+    return sh.finish();
 }
 
 namespace {

@@ -42,6 +42,7 @@ uint32_t type(K k) {
         case K::f64: return m.t_f64();
         case K::b: return m.t_bool();
         case K::u2: return m.t_vec(m.t_u32(), 2);
+        case K::f4: return m.t_vec(m.t_f32(), 4);
     }
     return 0;
 }
@@ -219,6 +220,7 @@ template <K k> Bool operator!=(V<k> a, V<k> b) { return cmp(OpFUnordNotEqual, Op
 Bool operator&&(Bool a, Bool b) { return Bool(op(OpLogicalAnd, type(K::b), {a.id, b.id})); }
 Bool operator||(Bool a, Bool b) { return Bool(op(OpLogicalOr, type(K::b), {a.id, b.id})); }
 Bool operator!(Bool a) { return Bool(op(OpLogicalNot, type(K::b), {a.id})); }
+Bool ordered_ne(F32 a, F32 b) { return cmp(OpFOrdNotEqual, OpINotEqual, OpINotEqual, a, b); }
 
 template <K k> V<k> select(Bool c, V<k> a, V<k> b) { return V<k>(op(OpSelect, type(k), {c.id, a.id, b.id})); }
 
@@ -306,6 +308,8 @@ I32 dot4_i8(U32 a, U32 b) {
     return s;
 }
 UVec2 uvec2(U32 l, U32 h) { return UVec2(op(OpCompositeConstruct, type(K::u2), {l.id, h.id})); }
+U32 comp(UVec2 v, uint32_t i) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, i})); }
+F32 comp(Vec4 v, uint32_t i) { return F32(op(OpCompositeExtract, type(K::f32), {v.id, i})); }
 static F32 unpack_half(U32 w, uint32_t which) {
     uint32_t f2 = mod().t_vec(mod().t_f32(), 2);
     uint32_t pair = ext(f2, GlslUnpackHalf2x16, {w.id});
@@ -365,7 +369,7 @@ template <K k> void Arr<k>::set(U32 i, V<k> v) const {
 }
 template <K k> Arr<k> buffer(uint32_t binding, bool read_only, const std::string& name) {
     cur().next_binding = std::max(cur().next_binding, binding + 1);
-    uint32_t stride = k == K::f64 || k == K::u2 ? 8 : 4;
+    uint32_t stride = k == K::f4 ? 16 : k == K::f64 || k == K::u2 ? 8 : 4;
     return Arr<k>{mod().storage_buffer(type(k), binding, read_only, name, stride), StorageStorageBuffer, true};
 }
 template <K k> Arr<k> workgroup(uint32_t len) {
@@ -382,6 +386,7 @@ BANKML_SHADER_STORE(K::i32)
 BANKML_SHADER_STORE(K::f32)
 BANKML_SHADER_STORE(K::f64)
 BANKML_SHADER_STORE(K::u2)
+BANKML_SHADER_STORE(K::f4)
 template struct Var<K::b>;
 template Var<K::b> var(V<K::b>);
 #undef BANKML_SHADER_STORE
@@ -426,11 +431,35 @@ void for_(U32 begin, U32 end, U32 step, const std::function<void(U32)>& body) {
 
 // ---------------------------------------------------------------- exact building blocks
 
-std::pair<F64, F64> two_sum(F64 a, F64 b) {
-    F64 s = a + b;
-    F64 bb = s - a;
-    F64 aa = s - bb;
+template <K k> static std::pair<V<k>, V<k>> two_sum_of(V<k> a, V<k> b) {
+    V<k> s = a + b;
+    V<k> bb = s - a;
+    V<k> aa = s - bb;
     return {s, (a - aa) + (b - bb)};
+}
+std::pair<F32, F32> two_sum(F32 a, F32 b) { return two_sum_of(a, b); }
+std::pair<F64, F64> two_sum(F64 a, F64 b) { return two_sum_of(a, b); }
+
+F32 fma_exact(F32 a, F32 b, F32 c, bool signed_zero) {
+    // b = b_hi + b_lo, each of at most 12 bits, so a·b_hi and a·b_lo are exact; Fast2Sum of them
+    // (|p1| > |p2| or p1 = 0) gives RN(a·b) and its error.
+    F32 b_hi = f32_bits(bits(b) & 0xFFFFF000u);
+    F32 b_lo = b - b_hi;
+    F32 p1 = a * b_hi, p2 = a * b_lo;
+    F32 uh = p1 + p2;
+    F32 ul = p2 - (uh - p1);
+    auto [th, tl] = two_sum(c, uh);
+    auto [s, e] = two_sum(tl, ul);
+    // v = tl + ul rounded to odd: an inexact s whose last bit is even steps toward the exact sum.
+    U32 sb = bits(s), eb = bits(e);
+    Bool inexact = ordered_ne(e, f32c(0.0f));
+    Bool even = (sb & 1u) == 0u;
+    Bool larger = ((sb ^ eb) >> 31u) == 0u;  // same sign: away from zero
+    U32 stepped = select(larger, sb + 1u, sb - 1u);
+    U32 vb = select(inexact && even, stepped, sb);
+    F32 r = th + f32_bits(vb);
+    if (!signed_zero) return r;
+    return select(r == f32c(0.0f), a * b + c, r);
 }
 
 // s rounded to odd, given s = RN(x) and the exact error e = x - s: an inexact s whose last bit is

@@ -1,6 +1,6 @@
 // The kernel toolkit: typed values over the SPIR-V assembler, so a kernel reads like the shader it
 // is. A Shader owns one spirv::Module and makes it current while it lives; U32, I32, F32, F64,
-// Bool and UVec2 values are ids in that module whose operators pick the opcode (every float add,
+// Bool, UVec2 and Vec4 values are ids in that module whose operators pick the opcode (every float add,
 // subtract and multiply stays NoContraction, so no driver fuses what the CPU keeps apart). Buffers
 // and workgroup arrays index like arrays, Var is a function variable, and if_/for_ write structured
 // control flow.
@@ -20,7 +20,7 @@
 
 namespace bankml::gpu::shader {
 
-enum class K { u32, i32, f32, f64, b, u2 };
+enum class K { u32, i32, f32, f64, b, u2, f4 };
 
 template <K k>
 struct V {
@@ -34,6 +34,7 @@ using F32 = V<K::f32>;
 using F64 = V<K::f64>;
 using Bool = V<K::b>;
 using UVec2 = V<K::u2>;
+using Vec4 = V<K::f4>;  // four f32: one 16-byte load from a buffer
 
 class Shader;
 // The shader being written on this thread.
@@ -171,6 +172,8 @@ inline Bool operator!=(U32 a, uint32_t b) { return a != u32c(b); }
 Bool operator&&(Bool a, Bool b);
 Bool operator||(Bool a, Bool b);
 Bool operator!(Bool a);
+// Ordered not-equal for floats (false with a NaN), where operator!= is unordered.
+Bool ordered_ne(F32 a, F32 b);
 
 template <K k> V<k> select(Bool c, V<k> a, V<k> b);
 
@@ -188,6 +191,9 @@ F64 f64_bits(UVec2 x);
 U32 lo(UVec2 v);
 U32 hi(UVec2 v);
 UVec2 uvec2(U32 lo, U32 hi);
+// Component i of a vector.
+U32 comp(UVec2 v, uint32_t i);
+F32 comp(Vec4 v, uint32_t i);
 F32 unpack_half_lo(U32 two_halves);  // f16 in bits 0..15, widened exactly
 F32 unpack_half_hi(U32 two_halves);  // bits 16..31
 // count bits of x from bit `offset`, at the bottom of the result.
@@ -210,7 +216,8 @@ struct Var {
 };
 template <K k> Var<k> var(V<k> init);
 
-// A storage buffer (binding b of set 0) or workgroup array of elements of one type.
+// A storage buffer (binding b of set 0) or workgroup array of elements of one type. A buffer's
+// element is one load: 4 bytes, 8 for F64 and UVec2, 16 for Vec4.
 template <K k>
 struct Arr {
     uint32_t var = 0;
@@ -242,11 +249,17 @@ inline void for_(U32 begin, U32 end, const std::function<void(U32)>& body) { for
 
 // ---- The exact building blocks: the CPU's roundings from plain operations.
 
-// Knuth's TwoSum in double: (RN(a + b), the exact error).
+// Knuth's TwoSum: (RN(a + b), the exact error), in f32 or in double.
+std::pair<F32, F32> two_sum(F32 a, F32 b);
 std::pair<F64, F64> two_sum(F64 a, F64 b);
 // fmaf(a, b, c) correctly rounded: native Fma where the shader's Fma is native, else a·b exact in
 // double, the sum rounded to odd in double, then rounded to f32 (Boldo & Melquiond: 53 >= 24 + 2).
 F32 fma_f32(F32 a, F32 b, F32 c);
+// fmaf(a, b, c) correctly rounded from plain f32 operations alone (no double, no Fma): the
+// sequence of fma_exact_ref (fma_exact.h), operation for operation, with its preconditions (a has
+// at most 12 significant bits, no partial product underflows or overflows). signed_zero = false
+// drops the four operations that give fma(x, y, -0) a zero's IEEE sign (for c never -0).
+F32 fma_exact(F32 a, F32 b, F32 c, bool signed_zero = true);
 // fma(a, b, c) in double, correctly rounded: Dekker's exact product (Veltkamp split), TwoSum,
 // round to odd, one rounding (no overflow or underflow in the products).
 F64 fma_f64(F64 a, F64 b, F64 c);

@@ -260,37 +260,6 @@ void Module::loop(const std::function<uint32_t()>& cond, const std::function<voi
     emit(OpLabel, {merge});
 }
 
-std::pair<uint32_t, uint32_t> Module::two_sum(uint32_t f, uint32_t a, uint32_t b) {
-    uint32_t s = op(OpFAdd, f, {a, b});
-    uint32_t bb = op(OpFSub, f, {s, a});
-    uint32_t aa = op(OpFSub, f, {s, bb});
-    uint32_t e = op(OpFAdd, f, {op(OpFSub, f, {a, aa}), op(OpFSub, f, {b, bb})});
-    return {s, e};
-}
-
-uint32_t Module::fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_t a, uint32_t b, uint32_t c,
-                           uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0, bool signed_zero) {
-    auto [f, u, bl] = tys;
-    // The same sequence as fma_exact_ref (fma_exact.h), instruction for instruction.
-    uint32_t b_hi = op(OpBitcast, f, {op(OpBitwiseAnd, u, {op(OpBitcast, u, {b}), c_mask})});
-    uint32_t b_lo = op(OpFSub, f, {b, b_hi});
-    uint32_t p1 = op(OpFMul, f, {a, b_hi}), p2 = op(OpFMul, f, {a, b_lo});
-    uint32_t uh = op(OpFAdd, f, {p1, p2});  // Fast2Sum: |p1| > |p2| or p1 = 0
-    uint32_t ul = op(OpFSub, f, {p2, op(OpFSub, f, {uh, p1})});
-    auto [th, tl] = two_sum(f, c, uh);
-    auto [s, e] = two_sum(f, tl, ul);
-    uint32_t sb = op(OpBitcast, u, {s}), eb = op(OpBitcast, u, {e});
-    uint32_t inexact = op(OpFOrdNotEqual, bl, {e, cf0});
-    uint32_t even = op(OpIEqual, bl, {op(OpBitwiseAnd, u, {sb, c1}), c0});
-    uint32_t larger = op(OpIEqual, bl, {op(OpShiftRightLogical, u, {op(OpBitwiseXor, u, {sb, eb}), c_u32(31)}), c0});
-    uint32_t stepped = op(OpSelect, u, {larger, op(OpIAdd, u, {sb, c1}), op(OpISub, u, {sb, c1})});
-    uint32_t vb = op(OpSelect, u, {op(OpLogicalAnd, bl, {inexact, even}), stepped, sb});
-    uint32_t r = op(OpFAdd, f, {th, op(OpBitcast, f, {vb})});
-    if (!signed_zero) return r;
-    uint32_t zero = op(OpFOrdEqual, bl, {r, cf0});
-    return op(OpSelect, f, {zero, op(OpFAdd, f, {op(OpFMul, f, {a, b}), c}), r});
-}
-
 std::vector<uint32_t> Module::words() const {
     std::vector<uint32_t> w{MAGIC, VERSION_1_3, 0u, bound_, 0u};
     auto add = [&](const std::vector<uint32_t>& s) { w.insert(w.end(), s.begin(), s.end()); };

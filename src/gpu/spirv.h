@@ -140,15 +140,6 @@ public:
     void loop(const std::function<uint32_t()>& cond, const std::function<void()>& body,
               const std::function<void()>& cont);
 
-    // Knuth's TwoSum: (RN(a + b), the exact error). Six NoContraction float operations.
-    std::pair<uint32_t, uint32_t> two_sum(uint32_t f32t, uint32_t a, uint32_t b);
-    // Correctly rounded fma(a, b, c) from plain operations (fma_exact.h gives the algorithm, its
-    // preconditions and its C++ twin). tys: (f32, u32, bool) type ids; c_mask the u32 constant
-    // 0xFFFFF000, c1 and c0 the u32 constants 1 and 0, cf0 the f32 constant 0. signed_zero=false
-    // drops the four operations that give fma(x, y, -0) a zero's IEEE sign (for c never -0).
-    uint32_t fma_exact(std::tuple<uint32_t, uint32_t, uint32_t> tys, uint32_t a, uint32_t b, uint32_t c,
-                       uint32_t c_mask, uint32_t c1, uint32_t c0, uint32_t cf0, bool signed_zero = true);
-
     // The module: header then the sections in the specification's order (§2.4).
     std::vector<uint32_t> words() const;
 
