@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -39,7 +40,9 @@ using namespace shader;
 // the CPU's order.
 // Every nibble sits at a constant place in its word (bit 16·(j%2) + 4s for block j of the chunk
 // and sub-block s), so a lookup is a shift, an AND-OR, a workgroup-memory load and the FAdd.
-static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per, uint32_t ahead = 1) {
+// The product's body in the kernel being built (see Q1_0Rows); q1_0_mat_vec's (eight false) stores
+// its row itself.
+static Q1_0Rows table_body(FmaPath path, bool eight, uint32_t per, uint32_t ahead) {
     constexpr uint32_t INV = KERNEL_INVOCATIONS;  // invocations per workgroup, both kernels
     constexpr uint32_t CHUNK = MAT_VEC_CHUNK, FLOATS = 512;  // table floats per block: 4 sub-blocks × 8 lanes × 16
     constexpr uint32_t TABLE = CHUNK * FLOATS;               // one chunk of the table
@@ -51,14 +54,14 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
     if (ahead < 1 || ahead > 16) throw Error("q1_0_mat_vec8: " + std::to_string(ahead) + " chunks loaded ahead is not within 1..16");
     if (eight ? (per != 1 && per != 2 && per != 4) : per != 1)
         throw Error("q1_0_mat_vec8: " + std::to_string(per) + " rows per invocation is not one of 1, 2, 4");
-    Shader sh(INV, false, path == FmaPath::native ? Fma::native : Fma::exact);
     // Bindings 0 and 1 as uvec2, binding 3 as vec4: a row's four scales of a chunk, its lane's
     // bits of a chunk and four table entries are one load each.
     auto weight_scales = buffer<K::u2>(0, true, "weight_scales");
     auto weight_bits = buffer<K::u2>(1, true, "weight_bits");
     buffer<K::f32>(2, true, "act_scales");
     auto lane_products = buffer<K::f4>(3, true, "act_lane_products");
-    auto out = buffer<K::f32>(4, false, "out");
+    std::optional<Arr<K::f32>> out;  // q1_0_mat_vec's; q1_0_mat_vec8's caller stores the sums
+    if (!eight) out = buffer<K::f32>(4, false, "out");
     push_constants(2);
     auto shared = workgroup<K::f32>(TABLE);  // the table's chunk
     const uint32_t nrow = eight ? per : 1;
@@ -174,21 +177,33 @@ static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per
         if_(row[0] < rows, [&] {
             std::vector<F32> a;
             for (const Var<K::f32>& v : acc) a.push_back(v);
-            out.set(row[0], hsum(a));
+            out->set(row[0], hsum(a));
         });
-        return sh.finish();
+        return {row, rows, lane, {}};
     }
     barrier();  // every row has read the last chunk: the table's memory takes the lane sums
     for (uint32_t i = 0; i < per; ++i) shared.set(plus(lid, i * INV), acc[i]);
     barrier();  // in uniform control flow: every invocation of the workgroup reaches it
-    if_(lane == 0u, [&] {  // lid < 32
-        for (uint32_t i = 0; i < per; ++i)
-            if_(row[i] < rows, [&] {
-                std::vector<F32> a;
-                for (uint32_t l = 0; l < 8; ++l) a.push_back(shared[plus(lid, i * INV + 32 * l)]);
-                out.set(row[i], hsum(a));
-            });
-    });
+    auto sum = [shared, plus, hsum](uint32_t i, U32 r) {
+        std::vector<F32> a;
+        for (uint32_t l = 0; l < 8; ++l) a.push_back(shared[plus(r, i * INV + 32 * l)]);
+        return hsum(a);
+    };
+    return {row, rows, lane, sum};
+}
+
+Q1_0Rows q1_0_rows8(FmaPath path, uint32_t per, uint32_t ahead) { return table_body(path, true, per, ahead); }
+
+static std::vector<uint32_t> table_kernel(FmaPath path, bool eight, uint32_t per, uint32_t ahead = 1) {
+    Shader sh(KERNEL_INVOCATIONS, false, path == FmaPath::native ? Fma::native : Fma::exact);
+    Q1_0Rows r = table_body(path, eight, per, ahead);
+    if (eight) {
+        auto out = buffer<K::f32>(4, false, "out");
+        U32 lid = local_id();
+        if_(r.lane == 0u, [&] {  // lid < 32
+            for (uint32_t i = 0; i < per; ++i) if_(r.row[i] < r.rows, [&] { out.set(r.row[i], r.sum(i, lid)); });
+        });
+    }
     return sh.finish();
 }
 

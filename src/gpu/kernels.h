@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/shader.h"
 #include "quant/blocks.h"
 
 namespace bankml::gpu {
@@ -85,6 +86,17 @@ std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per, uint32_t ahead);
 inline std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1) {
     return q1_0_mat_vec8(path, per, mat_vec8_ahead(per));
 }
+// q1_0_mat_vec8's product inside a kernel being built (the caller's Shader, KERNEL_INVOCATIONS
+// invocations): declares bindings 0-3 (scales, bits, an unused binding, the lane-product table) and
+// two push words (rows, blocks), and leaves each row's eight lane sums in workgroup memory, where
+// sum(i, r) adds them in the CPU's order for row i (< per) of the invocation r (< 32) of lane 0
+// (any invocation may call it, until the next barrier).
+struct Q1_0Rows {
+    std::vector<shader::U32> row;  // this invocation's rows: group·32·per + lid%32 + 32i
+    shader::U32 rows, lane;        // push word 0; lid/32
+    std::function<shader::F32(uint32_t i, shader::U32 r)> sum;
+};
+Q1_0Rows q1_0_rows8(FmaPath path, uint32_t per, uint32_t ahead);
 // (8 was measured slower on the H200: 80-95 registers; docs/PERFORMANCE.md.)
 inline constexpr uint32_t MAT_VEC8_PERS[] = {1, 2, 4};
 // The kernels' names as verify and the bench print them ("q1_0_mat_vec8x4_fma": native, 4 rows

@@ -12,6 +12,7 @@
 namespace bankml::gpu::ops {
 
 using namespace shader;
+namespace kn = kernels;
 
 namespace {
 
@@ -518,6 +519,53 @@ F32 swiglu_one(F32 g, F32 u) {
         e = v_expf(f32c(0.0f) - g);
     }
     return div_exact(g, f32c(1.0f) + e) * u;
+}
+
+// ---------------------------------------------------------------- swiglu_q1_0_q8
+
+// Plain f32 arithmetic (no soft f32, no guard) while one lives: for the Q1_0 product's body, whose
+// nonzero values are multiples of 2^-48 and never subnormal, so every build computes the same bits.
+struct PlainF32 {
+    bool soft = cur().soft_f32, guard = cur().guard_f32;
+    PlainF32() { cur().soft_f32 = cur().guard_f32 = false; }
+    ~PlainF32() { cur().soft_f32 = soft, cur().guard_f32 = guard; }
+};
+
+// The gate and up products of a Q1_0 layer with SwiGLU's output going straight into prep_act's
+// outputs (no dispatch between them, no gate|up vector in memory). The packed matrix holds the
+// gate and up rows in turns of 32 (gate rows 32b.., then up rows 32b..: stack_gate_up), and each
+// invocation computes two rows (q1_0_mat_vec8x2's body), so workgroup b holds the gate and up sums
+// of outputs 32b..32b+31: h = silu(g)·u (ops::swiglu's bits), one Q8_0 block, quantized as
+// prep_act quantizes it.
+std::vector<uint32_t> swiglu_q1_0_q8(const Build& b) {
+    Shader s(kn::KERNEL_INVOCATIONS, true, b.fma, b.float_modes);
+    std::optional<kn::Q1_0Rows> r;
+    {
+        PlainF32 plain;
+        r = kn::q1_0_rows8(b.fma == Fma::native ? kn::FmaPath::native : kn::FmaPath::exact, 2, SWIGLU_Q1_0_AHEAD);
+    }
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::i32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+               buffer<K::u32>(7, false, "f16")};
+    U32 t = local_id(), g = group_id();
+    U32 n_ff = r->rows >> 1u;
+    auto ys = workgroup<K::f32>(32);
+    {
+        GuardSite site("swiglu");
+        if_(t < 32u, [&] {  // lane 0: rows 64b + t (gate) and 64b + 32 + t (up)
+            F32 gate, up;
+            {
+                PlainF32 plain;
+                gate = r->sum(0, t), up = r->sum(1, t);
+            }
+            ys.set(t, swiglu_one(gate, up));
+        });
+    }
+    barrier();
+    GuardSite site("swiglu quantization");
+    auto sd = workgroup<K::f32>(1), sid = workgroup<K::f32>(1);
+    // (Workgroups past n_ff/32 hold padding rows only.)
+    quantize_lanes(ys, select(g * 32u < n_ff, u32c(8), u32c(0)), g * 8u, t, kn::KERNEL_INVOCATIONS, 8, act, sd, sid);
+    return s.finish();
 }
 
 // ---------------------------------------------------------------- prep_act
@@ -1093,12 +1141,25 @@ Build guarded(const Build& exact) {
     return b;
 }
 
+std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes) {
+    if (n_ff % 32) throw Error("stack_gate_up: " + std::to_string(n_ff) + " rows is not a multiple of 32");
+    std::vector<uint8_t> out(2 * n_ff * row_bytes);
+    uint8_t* o = out.data();
+    for (size_t b = 0; b < n_ff; b += 32)
+        for (const uint8_t* m : {gate, up}) {
+            std::memcpy(o, m + b * row_bytes, 32 * row_bytes);
+            o += 32 * row_bytes;
+        }
+    return out;
+}
+
 const std::vector<OpKernel>& op_kernels() {
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm, true},
         {"rms_norm_q8", 8, 4, NORM_LOCAL, rms_norm_q8, true},
         {"sum_squares", 2, 1, NORM_LOCAL, sum_squares},
         {"prep_act", 5, 3, 128, prep_act},
+        {"swiglu_q1_0_q8", 8, 2, kn::KERNEL_INVOCATIONS, swiglu_q1_0_q8},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},

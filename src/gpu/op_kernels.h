@@ -66,6 +66,11 @@ struct OpKernel {
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
 // f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
+// swiglu_q1_0_q8: a Q1_0 layer's gate and up products, then SwiGLU's output into prep_act's outputs:
+// Q1_0 scales (0), bits (1), unused (2), the input's lane-product table (3) (bindings 0-3 as
+// q1_0_mat_vec8), then table (4), quants (5), scales (6), f16 pairs (7) of the output; push: rows
+// (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
+// workgroups, n_ff a multiple of 32.
 // q2_0_mat_vec: scales (0, f16 per word), codes (1, 4 words a block), quants (2), scales (3),
 // out (4); push: rows, blocks. 8 rows per workgroup.
 // f16_mat_vec: weights (0, f16 pairs), activation (1, f16 pairs), out (2); push: rows, n.
@@ -80,6 +85,12 @@ struct OpKernel {
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and
 // f16_round_probe: x (0, f32 bits), out (1); push: count.
+// Chunks of weights and tables swiglu_q1_0_q8 loads at a time (its matrices have few workgroups).
+inline constexpr uint32_t SWIGLU_Q1_0_AHEAD = 8;
+inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 32); }
+// The gate and up matrices' rows (row_bytes each, n_ff rows each) in swiglu_q1_0_q8's order: for
+// each b, gate rows 32b..32b+31, then up rows 32b..32b+31.
+std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes);
 // The longest Q2_0 row q2_0_mat_vec takes (its activation's quants sit in workgroup memory).
 inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
 const std::vector<OpKernel>& op_kernels();

@@ -31,6 +31,7 @@ struct CardMatrix {
     gguf::Type type = gguf::Type::F32;
     size_t rows = 0, cols = 0;
     gpu::Buffer a, b;  // Q1_0: scales, bits; Q2_0: scales, codes; F16: the rows (b unused)
+    bool gate_up = false;  // Q1_0 gate and up rows in swiglu_q1_0_q8's order (gpu::ops::stack_gate_up)
 };
 
 // How a matrix type runs on the card, one entry a type: its packing into one or two word buffers
@@ -98,6 +99,7 @@ struct GpuForward::Impl {
     gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
     gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
+    gpu::Buffer table2;   // [table_floats(n_ff)] those of SwiGLU's output (swiglu_q1_0_q8)
     gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
     gpu::Buffer act16;    // its f16 rounding, two to a word
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
@@ -204,7 +206,8 @@ struct GpuForward::Impl {
         return b;
     }
 
-    CardMatrix upload(std::initializer_list<const Matrix*> parts) {
+    // gate_up (a gate and an up matrix): Q1_0 ones go in swiglu_q1_0_q8's row order.
+    CardMatrix upload(std::initializer_list<const Matrix*> parts, bool gate_up = false) {
         const Matrix& first = **parts.begin();
         CardMatrix c;
         c.type = first.type;
@@ -218,8 +221,14 @@ struct GpuForward::Impl {
             throw Error("a Q2_0 row of " + std::to_string(c.cols) + " values (the card's Q2_0 product takes at most " +
                         std::to_string(go::Q2_0_MAX_COLS) + ")");
         std::vector<uint8_t> raw;
-        raw.reserve(c.rows * first.row_bytes);
-        for (const Matrix* p : parts) raw.insert(raw.end(), p->data, p->data + (size_t)p->rows * p->row_bytes);
+        c.gate_up = gate_up && c.type == quant::Type::Q1_0 && parts.size() == 2 && first.rows % 32 == 0 &&
+                    (*(parts.begin() + 1))->rows == first.rows;
+        if (c.gate_up) {
+            raw = go::stack_gate_up(first.data, (*(parts.begin() + 1))->data, (size_t)first.rows, first.row_bytes);
+        } else {
+            raw.reserve(c.rows * first.row_bytes);
+            for (const Matrix* p : parts) raw.insert(raw.end(), p->data, p->data + (size_t)p->rows * p->row_bytes);
+        }
         std::vector<uint32_t> a, b;
         card_type(c.type).pack(raw, c.rows, c.cols, a, b);
         c.a = upload_words(a);
@@ -227,17 +236,31 @@ struct GpuForward::Impl {
         return c;
     }
 
-    // The product of a card matrix with the prepared input, into out.
-    gpu::Step product(const CardMatrix& w, const gpu::Buffer& out) {
+    // The product of a card matrix with the prepared input, into out (a Q1_0 product reads its
+    // lane-product table from `lanes`: table, or table2 after swiglu_q1_0_q8).
+    gpu::Step product(const CardMatrix& w, const gpu::Buffer& out, const gpu::Buffer* lanes = nullptr) {
         const uint32_t rows = (uint32_t)w.rows, cols = (uint32_t)w.cols;
         const std::string k = card_type(w.type).kernel;
         if (k.empty()) {  // Q1_0: the Q8_0 scales and the lane-product table
             const uint32_t per = kn::mat_vec8_per(w.rows);
             const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
-            return {&pipe(n), {&w.a, &w.b, &d8, &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
+            return {&pipe(n), {&w.a, &w.b, &d8, lanes ? lanes : &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
         }
         if (k == "q2_0_mat_vec") return op(k, {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8);
         return op(k, {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);  // f16_mat_vec: the f16 activation
+    }
+    // The gate and up products and SwiGLU's output prepared for the down product: one dispatch for
+    // Q1_0 (its table into table2: the product still reads table), else the product into gu, then
+    // prep_act. Returns the table the down product reads.
+    const gpu::Buffer* gate_up(std::vector<gpu::Step>& s, const CardMatrix& w) {
+        if (!w.gate_up) {
+            s.push_back(product(w, gu));
+            s.push_back(prep(gu, w.rows / 2, true));  // SwiGLU on the way in
+            return &table;
+        }
+        s.push_back(op("swiglu_q1_0_q8", {&w.a, &w.b, &table, &table, &table2, &q8, &d8, &act16}, {(uint32_t)w.rows, (uint32_t)(w.cols / 128)},
+                       go::swiglu_q1_0_groups(w.rows / 2)));
+        return &table2;
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
         return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
@@ -311,12 +334,16 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     };
     struct Offs { uint32_t attn, ffn, qn, kn; };
     std::vector<Offs> offs(L);
+    // BANKML_GPU_SPLIT_SWIGLU=1 (measuring only): a Q1_0 layer's gate and up products, then
+    // prep_act, the two dispatches swiglu_q1_0_q8 makes one.
+    const char* split_sw = std::getenv("BANKML_GPU_SPLIT_SWIGLU");
+    const bool split_swiglu = split_sw && std::string(split_sw) == "1";
     for (size_t l = 0; l < L; ++l) {
         const Layer& y = m.layers[l];
         offs[l] = {put(y.attn_norm, E), put(y.ffn_norm, E), put(y.q_norm, D), put(y.k_norm, D)};
         d.qkv_w.push_back(d.upload({&y.wq, &y.wk, &y.wv}));
         d.wo_w.push_back(d.upload({&y.wo}));
-        d.gu_w.push_back(d.upload({&y.gate, &y.up}));
+        d.gu_w.push_back(d.upload({&y.gate, &y.up}, /*gate_up=*/!split_swiglu));
         d.down_w.push_back(d.upload({&y.down}));
     }
     const uint32_t out_norm = put(m.output_norm, E);
@@ -335,6 +362,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.state = zeroed(go::STATE_ROPE + D);
     d.xn = zeroed(E);
     d.table = zeroed(go::table_floats(widest));
+    d.table2 = zeroed(go::table_floats(FF));
     d.q8 = zeroed(widest);
     d.d8 = zeroed(widest / 32);
     d.act16 = zeroed(widest / 2);
@@ -376,9 +404,8 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
                          (uint32_t)NH));
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);
-        s.push_back(d.product(d.gu_w[l], d.gu));
-        s.push_back(d.prep(d.gu, FF, true));  // SwiGLU on the way in
-        s.push_back(d.product(d.down_w[l], d.o));
+        const gpu::Buffer* h = d.gate_up(s, d.gu_w[l]);
+        s.push_back(d.product(d.down_w[l], d.o, h));
     }
     d.norm_prep(s, out_norm, true);
     s.push_back(d.product(d.out_w, d.logits));
@@ -459,7 +486,7 @@ uint64_t GpuForward::bytes_for(const GpuModel& m) {
         for (const Matrix* w : {&y.wq, &y.wk, &y.wv, &y.wo, &y.gate, &y.up, &y.down}) b += packed(*w);
     b += 2 * L * NKV * C * D * 2;                                                     // the f16 cache
     const uint64_t widest = std::max({E, NQ, FF});
-    b += (E * 4 + widest * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits (an upper bound)
+    b += (E * 4 + widest * 4 + FF * 4 + NQ * 3 + 2 * NKV * D + 2 * FF + 3 * NH * C + V) * 4;  // activations, logits (an upper bound)
     return b;
 }
 

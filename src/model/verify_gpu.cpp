@@ -540,6 +540,50 @@ void verify_q2_0(Runner& R, Rng& rng, bool full) {
     }
 }
 
+// swiglu_q1_0_q8: random Q1_0 gate and up matrices (scales of varying size, subnormal now and then)
+// and a Q8_0 activation (-128 quants now and then); the CPU's products, ops::swiglu, then the
+// quantization as prepared() makes it.
+void verify_swiglu_q1_0(Runner& R, Rng& rng, bool full) {
+    std::vector<std::pair<size_t, size_t>> shapes =
+        full ? std::vector<std::pair<size_t, size_t>>{{6144, 2048}, {9728, 2560}, {12288, 4096}}
+             : std::vector<std::pair<size_t, size_t>>{{32, 128}, {96, 640}, {224, 1024}};
+    for (auto [n_ff, n] : shapes) {
+        const size_t nb = n / 128, row_bytes = nb * sizeof(quant::BlockQ1_0);
+        std::vector<uint8_t> gate(n_ff * row_bytes), up(n_ff * row_bytes);
+        for (std::vector<uint8_t>* m : {&gate, &up})
+            for (size_t b = 0; b < n_ff * nb; ++b) {
+                uint8_t* p = &(*m)[b * sizeof(quant::BlockQ1_0)];
+                uint16_t h = f32_to_f16(r_sign(rng) * 0.02f * std::exp(1.5f * normal(rng)));
+                if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));
+                p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
+                for (size_t k = 2; k < sizeof(quant::BlockQ1_0); ++k) p[k] = uint8_t(rng());
+            }
+        std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
+        std::vector<float> g(n_ff), u(n_ff), h(n_ff);
+        auto* gw = reinterpret_cast<const quant::BlockQ1_0*>(gate.data());
+        auto* uw = reinterpret_cast<const quant::BlockQ1_0*>(up.data());
+        for (size_t r = 0; r < n_ff; ++r)
+            g[r] = quant::vec_dot_q1_0_ref(n, gw + r * nb, q8.data()), u[r] = quant::vec_dot_q1_0_ref(n, uw + r * nb, q8.data());
+        ops::swiglu(g.data(), u.data(), h.data(), n_ff);
+        const PreparedAct want = prepared(h);
+        const std::vector<uint8_t> stacked = go::stack_gate_up(gate.data(), up.data(), n_ff, row_bytes);
+        gpu::kernels::PackedQ1_0 pk = gpu::kernels::pack_q1_0(stacked, 2 * n_ff, n);
+        std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
+        gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
+        gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products)),
+                    *bto = R.poisoned(go::table_floats(n_ff)), *bq = R.poisoned(n_ff), *bd = R.poisoned(n_ff / 32),
+                    *bh = R.poisoned(n_ff / 2);
+        double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, bto, bq, bd, bh}, {uint32_t(2 * n_ff), uint32_t(nb)},
+                          go::swiglu_q1_0_groups(n_ff));
+        R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + " (random)", ms,
+                {{"q8", Runner::read(*bq, n_ff), want.q8, Word::i32},
+                 {"d8", Runner::read(*bd, n_ff / 32), want.d8, Word::f32},
+                 {"lane_products", Runner::read(*bto, want.table.size()), want.table, Word::f32},
+                 {"f16", Runner::read(*bh, n_ff / 2), want.f16, Word::f16x2}});
+        R.release();
+    }
+}
+
 void verify_f16(Runner& R, Rng& rng, bool full) {
     std::vector<std::pair<size_t, size_t>> shapes =
         full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}}
@@ -885,6 +929,7 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("rms_norm_q8")) verify_rms_norm_q8(R, rng, opt.full);
     if (want("sum_squares")) verify_sum_squares(R, rng, opt.full);
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
+    if (want("swiglu_q1_0_q8")) verify_swiglu_q1_0(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
     if (want("f16_mat_vec")) verify_f16(R, rng, opt.full);
     if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
