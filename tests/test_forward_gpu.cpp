@@ -12,6 +12,9 @@
 #include "gpu_device.h"
 #include "model/forward.h"
 #include "model/forward_gpu.h"
+#include "model/gguf.h"
+#include "model/gguf_writer.h"
+#include "quant/traits.h"
 #include "test.h"
 
 using namespace bankml;
@@ -21,16 +24,47 @@ namespace {
 using Card = bt::VerifiedCard;
 Card open_card() { return bt::open_verified_card(); }
 
-std::unique_ptr<model::Model> open_model(const std::string& type, bool on_gpu) {
+std::unique_ptr<model::Model> open_path(const std::string& path, bool on_gpu) {
     model::ModelOptions opt;
     opt.threads = 2;
     opt.ctx = 96;
-    auto m = model::Model::open(bt::data_path("tiny-" + type + ".gguf"), opt);
+    auto m = model::Model::open(path, opt);
     if (on_gpu) {
         Card c = open_card();
         m->use_gpu(std::move(c.gpu), c.build, c.native);
     }
     return m;
+}
+std::unique_ptr<model::Model> open_model(const std::string& type, bool on_gpu) {
+    return open_path(bt::data_path("tiny-" + type + ".gguf"), on_gpu);
+}
+
+// A copy of a tiny model with its embedding changed: "tied" drops output.weight (the output matrix
+// is token_embd), "f32 embedding" stores token_embd as f32 (a type without a kernel on the card).
+std::string embedding_variant(const std::string& type, const std::string& how) {
+    auto f = gguf::File::open(bt::data_path("tiny-" + type + ".gguf"));
+    gguf::Writer w;
+    for (const auto& kv : f.metadata())
+        if (kv.key != "general.alignment") w.add_value(kv.key, kv.value);
+    std::vector<float> f32;
+    for (const auto& t : f.tensors()) {
+        const std::string name(t.name);
+        if (how == "tied" && name == "output.weight") continue;
+        const uint8_t* data = t.data;
+        gguf::Type ty = t.type;
+        uint64_t row = t.row_bytes();
+        if (how == "f32 embedding" && name == "token_embd.weight") {
+            const size_t n = size_t(t.ne[0]), rows = size_t(t.nrows());
+            f32.resize(n * rows);
+            for (size_t r = 0; r < rows; ++r) quant::traits(t.type).to_float(t.data + r * row, f32.data() + r * n, n);
+            data = reinterpret_cast<const uint8_t*>(f32.data()), ty = gguf::Type::F32, row = n * 4;
+        }
+        w.add_tensor(name, ty, std::vector<int64_t>(t.ne, t.ne + t.n_dims),
+                     [data, row](int64_t r0, int64_t nr, uint8_t* o) { std::memcpy(o, data + uint64_t(r0) * row, size_t(nr) * row); });
+    }
+    const std::string path = bt::temp_dir() + "/" + type + "-" + (how == "tied" ? "tied" : "f32-embd") + ".gguf";
+    w.write(path);
+    return path;
 }
 
 // The prompt, then n greedy tokens: every step's logits, concatenated.
@@ -69,6 +103,27 @@ TEST(forward_gpu_logits_equal_the_cpu_path_byte_for_byte) {
             if (!CHECK(same_bytes(want, got))) std::fprintf(stderr, "  %s, prompt of %zu\n", type, len);
             CHECK(card->on_gpu());
         }
+}
+
+// The token's first step writes its embedding row from the token id (embed_q1_0, embed_q2_0,
+// embed_f16). Tied, the card keeps one copy of token_embd, the output matrix's, which the
+// embedding reads; a token_embd without a kernel on the card (f32) has the host write the row
+// instead, one dispatch fewer. Either way the logits equal the CPU path's.
+TEST(forward_gpu_tied_and_host_embeddings_equal_the_cpu_path) {
+    for (const char* type : {"q1_0", "q2_0", "f16"}) {
+        auto orig = open_model(type, true);
+        REQUIRE(orig->gpu_forward() != nullptr);
+        for (const std::string how : {"tied", "f32 embedding"}) {
+            const std::string path = embedding_variant(type, how);
+            auto cpu = open_path(path, false), card = open_path(path, true);
+            REQUIRE(card->gpu_forward() != nullptr);
+            CHECK_EQ(cpu->hparams().tied_output, how == "tied");
+            const auto p = prompt_of(6);
+            if (!CHECK(same_bytes(steps(*cpu, p, 8), steps(*card, p, 8)))) std::fprintf(stderr, "  %s, %s\n", type, how.c_str());
+            CHECK_LT(card->gpu_forward()->weight_bytes(), orig->gpu_forward()->weight_bytes());
+            CHECK_EQ(card->gpu_forward()->dispatches() + (how == "tied" ? 0 : 1), orig->gpu_forward()->dispatches());
+        }
+    }
 }
 
 // Each norm quantizes its own output for the next product in one dispatch of several workgroups

@@ -223,6 +223,11 @@ TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equa
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
 TEST(gpu_op_f16_round_bit_exact) { bit_exact("f16_round", {"every f16, ties, boundaries, every exponent"}); }
+// The token's embedding row: every code, subnormal and special scales (±0, the largest, ±infinity,
+// NaN), every f16; tokens pushed and read from the state buffer; a token past the rows writes nothing.
+TEST(gpu_op_embed_q1_0_bit_exact) { bit_exact("embed_q1_0", {"random", "subnormal scales", "special scales"}); }
+TEST(gpu_op_embed_q2_0_bit_exact) { bit_exact("embed_q2_0", {"random", "subnormal scales", "special scales"}); }
+TEST(gpu_op_embed_f16_bit_exact) { bit_exact("embed_f16", {"random", "every f16"}); }
 
 // The guard's proof on any card: with every subnormal f32 result and load flushed as a card without
 // DenormPreserve may flush them, each guarded run gives the CPU's bits or raises its flag (the

@@ -1120,6 +1120,77 @@ std::vector<uint32_t> f16_round_probe(const Build& b) {
     return s.finish();
 }
 
+// ---------------------------------------------------------------- embeddings
+
+// The token's row of token_embd as f32 words, each value the bits of the CPU's dequantization
+// (quant's to_float), made from integers alone: no float arithmetic, so no card's handling of
+// subnormals or NaN can move a bit. The matrix is in its product kernel's layout (so a model whose
+// output matrix is token_embd keeps one copy on the card): a (0) and b (1) as the forward pass
+// packs them, state (2), out (3); push: n, rows, token, from_state. One invocation per value.
+// value(a, b, rows, token, n, i): the f32 bits of value i of row `token`.
+template <class Value>
+std::vector<uint32_t> embed_kernel(const Build& bd, Value value) {
+    Shader s(256, false, bd.fma, bd.float_modes);
+    auto a = buffer<K::u32>(0, true, "a");
+    auto b = buffer<K::u32>(1, true, "b");
+    auto state = buffer<K::u32>(2, true, "state");
+    auto out = buffer<K::u32>(3, false, "out");
+    push_constants(4);
+    U32 n = push(0), rows = push(1);
+    // The forward pass's token is in the state buffer (written per token); verify's is pushed.
+    U32 token = select(push(3) == 1u, state[u32c(STATE_TOKEN)], push(2));
+    U32 i = global_id();
+    if_(i < n && token < rows, [&] { out.set(i, value(a, b, rows, token, n, i)); });
+    return s.finish();
+}
+using Words = Arr<K::u32>;
+
+// Q1_0 as kernels::pack_q1_0 lays it out: block j of chunk c (four blocks) of row r has its f16
+// scale in half j%2 of word (c·R + r)·2 + j/2 of a, and value k (0..127) of the block, sub-block
+// s = k/32, lane l = k%32/4, is bit 16·(j%2) + 4s + k%4 of word ((c·8 + l)·R + r)·2 + j/2 of b
+// (R: the rows padded to whole workgroups). Bit set: d, clear: -d (the sign flipped, as x86
+// negates).
+std::vector<uint32_t> embed_q1_0(const Build& b) {
+    return embed_kernel(b, [](const Words& scales, const Words& bits, U32 rows, U32 token, U32, U32 i) {
+        U32 R = (rows + uint32_t(kernels::PACK_ROWS - 1)) & ~uint32_t(kernels::PACK_ROWS - 1);
+        U32 blk = i >> 7u, k = i & 127u, c = blk >> 2u, j = blk & 3u;
+        U32 half = (j & 1u) << 4u;
+        U32 d = f16_widen_bits(scales[((c * R + token) << 1u) + (j >> 1u)] >> half);
+        U32 lane = (k >> 2u) & 7u;
+        U32 word = bits[((((c << 3u) + lane) * R + token) << 1u) + (j >> 1u)];
+        U32 bit = (word >> (half + ((k >> 5u) << 2u) + (k & 3u))) & 1u;
+        return select(bit == 1u, d, d ^ 0x80000000u);
+    });
+}
+
+// Q2_0 as pack_q2_0 lays it out: block `blk` (row-major) has its f16 scale in word blk of a and
+// its 16 bytes of codes in words 4·blk.. of b, value j (0..63) at bits 2j%32 of word 4·blk + j/16.
+// Code q gives float(q - 1)·d, whose bits follow from d's: 0·d is the zero of d's sign (x86's
+// default NaN, 0xffc00000, for an infinite d), -1·d is d with its sign flipped, 2·d is d with its
+// exponent one higher (d is an f16's value: no overflow, never subnormal), and a NaN d comes back
+// as itself (already quiet).
+std::vector<uint32_t> embed_q2_0(const Build& b) {
+    return embed_kernel(b, [](const Words& scales, const Words& codes, U32, U32 token, U32 n, U32 i) {
+        U32 blk = token * (n >> 6u) + (i >> 6u), j = i & 63u;
+        U32 d = f16_widen_bits(scales[blk]);
+        U32 q = (codes[(blk << 2u) + (j >> 4u)] >> ((j & 15u) << 1u)) & 3u;
+        U32 mag = d & 0x7fffffffu;
+        Bool inf = mag == 0x7f800000u;
+        U32 zero = select(inf, u32c(0xffc00000u), d & 0x80000000u);
+        U32 twice = select(mag == 0u || inf, d, d + 0x800000u);
+        U32 r = select(q == 0u, d ^ 0x80000000u, select(q == 1u, zero, select(q == 2u, d, twice)));
+        return select(mag > 0x7f800000u, d, r);
+    });
+}
+
+// F16: the GGUF's rows, two values a word of a (b is not read); n is even.
+std::vector<uint32_t> embed_f16(const Build& b) {
+    return embed_kernel(b, [](const Words& values, const Words&, U32, U32 token, U32 n, U32 i) {
+        U32 at = token * n + i;
+        return f16_widen_bits(values[at >> 1u] >> ((at & 1u) << 4u));
+    });
+}
+
 }  // namespace
 
 Build build_for(const Gpu& card, bool native_fma) {
@@ -1168,6 +1239,9 @@ const std::vector<OpKernel>& op_kernels() {
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
         {"f16_round", 2, 1, 256, f16_round_probe},
+        {"embed_q1_0", 4, 4, 256, embed_q1_0},
+        {"embed_q2_0", 4, 4, 256, embed_q2_0},
+        {"embed_f16", 4, 4, 256, embed_f16},
     };
     return table;
 }

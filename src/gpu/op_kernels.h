@@ -1,8 +1,9 @@
 // The forward pass's operations on the card, each giving exactly the bits of bankml's CPU op
-// (model/ops.*, quant/): RMS norm with its double sum in index order, Q8_0 quantization of an
-// activation with the Q1_0 table of lane products, the Q2_0 and F16 products, the per-head norm
-// with NEOX rope and the f16 store into the cache, attention over the f16 cache with the C
-// library's expf, and SwiGLU with ggml's 8-lane exp. The Q1_0 products are kernels.h's.
+// (model/ops.*, quant/): the token's embedding row dequantized from Q1_0, Q2_0 or F16, RMS norm
+// with its double sum in index order, Q8_0 quantization of an activation with the Q1_0 table of
+// lane products, the Q2_0 and F16 products, the per-head norm with NEOX rope and the f16 store
+// into the cache, attention over the f16 cache with the C library's expf, and SwiGLU with ggml's
+// 8-lane exp. The Q1_0 products are kernels.h's.
 //
 // gpu/ knows no model: a kernel sees buffers, offsets and sizes. Every kernel is one entry of
 // op_kernels() {name, bindings, push constants, local size, builder}; what the builder takes
@@ -10,7 +11,8 @@
 //
 // Buffers hold 32-bit words. f16 values sit two to a word (element 2i in the low half). The
 // per-token state buffer: word 0 the position, word 1 the number of cached positions after this
-// token, words 4.. the rope table for the position (cos, sin pairs as ops::Rope::cache gives).
+// token, word 2 the token, words 4.. the rope table for the position (cos, sin pairs as
+// ops::Rope::cache gives).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -24,7 +26,7 @@ class Gpu;
 
 namespace bankml::gpu::ops {
 
-inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_ROPE = 4;
+inline constexpr uint32_t STATE_POS = 0, STATE_NKV = 1, STATE_TOKEN = 2, STATE_ROPE = 4;
 
 // The values each workgroup of rms_norm_q8 normalizes and quantizes (four Q8_0 blocks): every
 // workgroup makes the whole row's sum first, so the dispatch takes as long as one norm however many
@@ -85,6 +87,11 @@ struct OpKernel {
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and
 // f16_round_probe: x (0, f32 bits), out (1); push: count.
+// embed_q1_0, embed_q2_0, embed_f16: token_embd as its product kernel takes it (0 and 1: Q1_0 as
+// kernels::pack_q1_0 packs it, Q2_0 as pack_q2_0, F16 the GGUF's rows in 0 and 1 unread), state
+// (2), out (3: n f32); push: n, rows, token, from_state (1: the token is the state's word
+// STATE_TOKEN, else the pushed one). The token's row dequantized as quant's to_float makes it,
+// bit for bit; a token past the rows writes nothing. One invocation per value, 256 a workgroup.
 // Chunks of weights and tables swiglu_q1_0_q8 loads at a time (its matrices have few workgroups).
 inline constexpr uint32_t SWIGLU_Q1_0_AHEAD = 8;
 inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 32); }

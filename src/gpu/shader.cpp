@@ -663,6 +663,16 @@ U32 f16_bits(F32 x) {
 
 F32 f16_value(U32 h) { return unpack_half_lo(h & 0xffffu); }
 
+U32 f16_widen_bits(U32 h) {
+    U32 sign = (h & 0x8000u) << 16u;
+    U32 e = (h >> 10u) & 0x1fu, m = h & 0x3ffu;
+    // Subnormal: m·2^-24, m's float (exact: below 2^10) with 24 taken off its exponent.
+    U32 sub = select(m == 0u, u32c(0), bits(f32(as_i32(m))) - (24u << 23));
+    U32 special = u32c(0x7f800000u) | (m << 13u) | select(m == 0u, u32c(0), u32c(0x400000u));
+    U32 normal = ((e + 112u) << 23u) | (m << 13u);
+    return sign | select(e == 0u, sub, select(e == 31u, special, normal));
+}
+
 F32 f16_round(F32 x) {
     U32 u = bits(x);
     U32 a = u & 0x7fffffffu, sign = u & 0x80000000u;

@@ -274,6 +274,10 @@ F32 mean_f32(F64 s, U32 n);
 U32 f16_bits(F32 x);
 // An f16 (low 16 bits) widened exactly.
 F32 f16_value(U32 h);
+// The f32 bits of an f16 (low 16 bits) as the CPU's f16_to_f32 (and F16C) widen it, from integers
+// and one exact conversion: subnormals become normal floats, a NaN is quieted with its payload
+// kept. No float arithmetic, so no card's subnormal or NaN handling can change a bit.
+U32 f16_widen_bits(U32 h);
 // f16_value(f16_bits(x)) in a few operations: the f32 rounded to the nearest f16 value.
 F32 f16_round(F32 x);
 // expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).

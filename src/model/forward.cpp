@@ -361,10 +361,9 @@ void Model::Impl::eval_gpu(std::span<const int32_t> tokens, std::vector<float>& 
             if (card_upto < n_past && !gpu->copy_cache(true, card_upto, n_past, k16.get(), v16.get()))
                 throw Error("the card's cache is not host-visible");
             card_upto = n_past;
-            dequantize_row(tok_embd, tokens[i], gx.data());
             rope->cache(n_past, gcs.data());
             const auto t0 = std::chrono::steady_clock::now();
-            gpu->step(gx.data(), gcs.data(), n_past, dst);
+            gpu->step(tokens[i], gcs.data(), n_past, dst);
             const double us = gpu->last_token_us();
             use.ran(us > 0 ? us * 1e-6 : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             use.tokens_on_card++;
@@ -407,9 +406,8 @@ std::string Model::use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_
     Impl& m = *impl_;
     if (m.n_past) throw Error("the card takes a model before its first token");
     if (m.kv_f32) throw Error("an f32 cache was asked for (the card keeps an f16 cache)");
-    GpuModel gm{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx};
+    GpuModel gm{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx, &m.tok_embd};
     m.gpu = std::make_unique<GpuForward>(std::move(card), gm, build, q1_0_native);
-    m.gx.resize((size_t)m.hp.n_embd);
     m.gcs.resize((size_t)m.hp.head_dim);
     m.history.clear();
     m.cpu_upto = m.card_upto = 0;
@@ -422,7 +420,7 @@ std::string Model::use_gpu(gpu::Gpu card, const gpu::ops::Build& build, bool q1_
 bool Model::on_gpu() const { return impl_->gpu != nullptr; }
 uint64_t Model::gpu_bytes() const {
     const Impl& m = *impl_;
-    return GpuForward::bytes_for(GpuModel{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx});
+    return GpuForward::bytes_for(GpuModel{&m.hp, m.layers, &m.output, m.output_norm, m.n_ctx, &m.tok_embd});
 }
 std::string Model::device() const { return impl_->gpu ? impl_->gpu->device() : std::string(); }
 GpuForward* Model::gpu_forward() { return impl_->gpu.get(); }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "gpu/kernels.h"
+#include "model/products.h"
 
 namespace bankml::model {
 
@@ -36,28 +37,30 @@ struct CardMatrix {
 
 // How a matrix type runs on the card, one entry a type: its packing into one or two word buffers
 // (a: scales or values; b: bits or codes, empty where a alone holds the matrix), the bytes that
-// takes, and its product kernel (product_step, below, reads `kernel`).
+// takes, its product kernel (product_step, below, reads `kernel`) and the kernel that dequantizes
+// a row of it (token_embd) in that layout.
 struct CardType {
     quant::Type type;
     const char* kernel;  // "" for Q1_0: q1_0_mat_vec8's variant by rows (kernels.h)
+    const char* embed;
     void (*pack)(const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b);
     uint64_t (*bytes)(uint64_t rows, uint64_t cols);
 };
 
 const CardType CARD_TYPES[] = {
-    {quant::Type::Q1_0, "",
+    {quant::Type::Q1_0, "", "embed_q1_0",
      [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
          kn::PackedQ1_0 pk = kn::pack_q1_0(raw, rows, cols);
          a = std::move(pk.scales), b = std::move(pk.bits);
      },
      [](uint64_t rows, uint64_t cols) { return rows * cols / 128 * 18; }},  // 18 bytes per 128, as in the GGUF
-    {quant::Type::Q2_0, "q2_0_mat_vec",
+    {quant::Type::Q2_0, "q2_0_mat_vec", "embed_q2_0",
      [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
          go::PackedQ2_0 pk = go::pack_q2_0(raw.data(), rows, cols);
          a = std::move(pk.scales), b = std::move(pk.codes);
      },
      [](uint64_t rows, uint64_t cols) { return rows * cols / 64 * 20; }},  // a scale per word, 16 bytes of codes
-    {quant::Type::F16, "f16_mat_vec",
+    {quant::Type::F16, "f16_mat_vec", "embed_f16",
      [](const std::vector<uint8_t>& raw, size_t, size_t, std::vector<uint32_t>& a, std::vector<uint32_t>&) {
          a.resize(raw.size() / 4);
          std::memcpy(a.data(), raw.data(), a.size() * 4);
@@ -65,9 +68,13 @@ const CardType CARD_TYPES[] = {
      [](uint64_t rows, uint64_t cols) { return rows * cols * 2; }},
 };
 
-const CardType& card_type(quant::Type t) {
+const CardType* find_card_type(quant::Type t) {
     for (const CardType& c : CARD_TYPES)
-        if (c.type == t) return c;
+        if (c.type == t) return &c;
+    return nullptr;
+}
+const CardType& card_type(quant::Type t) {
+    if (const CardType* c = find_card_type(t)) return *c;
     throw Error(std::string("no card kernel for ") + gguf::type_name(t) + " matrices");
 }
 
@@ -92,10 +99,10 @@ struct GpuForward::Impl {
 
     // Activations, all [n] f32 unless noted; the cache [layer][kv head][position][head_dim] f16.
     // [n_embd] the residual stream, in two buffers: each norm reads one and writes the other (a
-    // dispatch of many workgroups never reads what it writes); the host writes the embedding row
-    // into x, which the first norm reads.
+    // dispatch of many workgroups never reads what it writes); the token's first step writes its
+    // embedding row into x, which the first norm reads.
     gpu::Buffer x, x2;
-    gpu::Buffer state;    // words: position, cached positions, -, -, the rope table [head_dim]
+    gpu::Buffer state;    // words: position, cached positions, token, -, the rope table [head_dim]
     gpu::Buffer norms;    // every norm weight: attn, ffn, q, k per layer, then the output norm
     gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
@@ -118,6 +125,12 @@ struct GpuForward::Impl {
     size_t clock_tokens = 0;
     std::vector<CardMatrix> qkv_w, wo_w, gu_w, down_w;
     CardMatrix out_w;
+    // token_embd on the card, in its product kernel's layout (out_w itself where the output matrix
+    // is token_embd); a type without an embedding kernel stays on the host, which dequantizes the
+    // token's row into x (host_embd).
+    CardMatrix embd_w;
+    const CardMatrix* embd = nullptr;
+    const Matrix* host_embd = nullptr;
     // The token: `seq` with the fast build; where that is the guarded one, `exact_seq` with the
     // exact build runs the token again whenever the guard's flag is up, and `att_seq` is the
     // guarded token with the exact attention (attention_exact: flags came often; see step()).
@@ -349,6 +362,11 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     const uint32_t out_norm = put(m.output_norm, E);
     d.norms = d.gpu.upload(std::span<const float>(nw));
     d.out_w = d.upload({m.output});
+    if (!m.tok_embd) throw Error("GpuForward: no token_embd");
+    const CardType* et = find_card_type(m.tok_embd->type);
+    if (!et) d.host_embd = m.tok_embd;
+    else if (m.tok_embd->data == m.output->data && m.tok_embd->type == m.output->type) d.embd = &d.out_w;
+    else d.embd_w = d.upload({m.tok_embd}), d.embd = &d.embd_w;
 
     // Activations and the cache.
     auto zeroed = [&](size_t floats) {
@@ -391,6 +409,10 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     auto token = [&]() {
     std::vector<gpu::Step> s;
     d.norms_recorded = 0;
+    // x = the token's embedding row, from the token id in the state buffer.
+    if (d.embd)
+        s.push_back(d.op(card_type(d.embd->type).embed, {&d.embd->a, &d.embd->b, &d.state, &d.x},
+                         {(uint32_t)E, (uint32_t)d.embd->rows, 0, 1}, (uint32_t)((E + 255) / 256)));
     for (size_t l = 0; l < L; ++l) {
         d.norm_prep(s, offs[l].attn, l > 0);
         s.push_back(d.product(d.qkv_w[l], d.qkv));
@@ -482,6 +504,8 @@ uint64_t GpuForward::bytes_for(const GpuModel& m) {
         return uint64_t(w.rows) * w.row_bytes;  // no card kernel: the model stays on the CPU anyway
     };
     uint64_t b = packed(*m.output) + (2 * E + (2 * E + 2 * D) * L) * 4;
+    if (m.tok_embd && m.tok_embd->data != m.output->data && find_card_type(m.tok_embd->type))
+        b += packed(*m.tok_embd);  // the embedding (unless tied, or left on the host)
     for (const Layer& y : m.layers)
         for (const Matrix* w : {&y.wq, &y.wk, &y.wv, &y.wo, &y.gate, &y.up, &y.down}) b += packed(*w);
     b += 2 * L * NKV * C * D * 2;                                                     // the f16 cache
@@ -539,7 +563,7 @@ GpuForward::~GpuForward() {
     for (const auto& [n, c] : d.flags_by_kernel) std::fprintf(stderr, "    %s raised the flag in %zu tokens\n", n.c_str(), c);
 }
 
-void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
+void GpuForward::step(int32_t token, const float* cs, int pos, float* logits) {
     Impl& d = *d_;
     using Clock = std::chrono::steady_clock;
     const Clock::time_point t_in = Clock::now();
@@ -566,10 +590,13 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
         throw Error("vkQueueSubmit failed: VK_ERROR_UNKNOWN (injected)");
     }
     if (pos < 0 || pos >= d.n_ctx) throw Error("GpuForward::step: position " + std::to_string(pos) + " outside the cache");
-    const size_t E = d.hp.n_embd, D = d.hp.head_dim;
-    std::memcpy(d.x.mapped, x, E * 4);
+    if (token < 0 || token >= d.hp.n_vocab)
+        throw Error("GpuForward::step: token " + std::to_string(token) + " outside the vocabulary of " + std::to_string(d.hp.n_vocab));
+    const size_t D = d.hp.head_dim;
+    if (d.host_embd) dequantize_row(*d.host_embd, token, static_cast<float*>(d.x.mapped));
     uint32_t* st = static_cast<uint32_t*>(d.state.mapped);
     st[go::STATE_POS] = (uint32_t)pos;
+    st[go::STATE_TOKEN] = (uint32_t)token;
     st[go::STATE_NKV] = (uint32_t)pos + 1;
     std::memcpy(st + go::STATE_ROPE, cs, D * 4);
     ++d.tokens;
@@ -625,8 +652,8 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
     d.recent_flags = ((d.recent_flags << 1) | (*flag ? 1u : 0u)) & ((1u << Impl::RECENT) - 1);
     if (d.replayable && *flag) {
         // The guarded kernels met a subnormal: the token again, exactly, from the embedding row
-        // again (the norms wrote over it); everything else the token writes (this position's
-        // cache rows included) is written again.
+        // again (the norms wrote over it: the sequence's first step writes it, or the host);
+        // everything else the token writes (this position's cache rows included) is written again.
         *flag = 0;
         ++d.replays;
         if (size_t(__builtin_popcount(d.recent_flags)) >= Impl::FLAGS_FOR_EXACT) {
@@ -634,7 +661,7 @@ void GpuForward::step(const float* x, const float* cs, int pos, float* logits) {
             else d.exact_next = Impl::EXACT_AFTER_FLAG;
             d.recent_flags = 0;
         }
-        std::memcpy(d.x.mapped, x, E * 4);
+        if (d.host_embd) dequantize_row(*d.host_embd, token, static_cast<float*>(d.x.mapped));
         d.gpu.submit(d.exact_seq);
         d.gpu.wait();
     }

@@ -1,12 +1,15 @@
 // The qwen3 decode on the card, one token at a time, with the CPU forward pass's bits: the weights
 // uploaded once into the card's memory, the f16 cache on the card, and every layer recorded once
 // into one sequence of dispatches that is submitted once per token. What changes per token (the
-// embedding row, the position, the rope table) is written into two small host-visible buffers
-// before the submission; the logits come back in host-cached memory.
+// token id, the position, the rope table) is written into a small host-visible buffer before the
+// submission; the sequence's first step dequantizes the token's embedding row from token_embd on
+// the card (embed_q1_0, embed_q2_0, embed_f16: the CPU's bits); the logits come back in
+// host-cached memory.
 //
-// The CPU keeps what needs no card: the token's embedding row (dequantized from the mapped file)
-// and the rope table (cosf/sinf, as ops::Rope::cache computes them), so no transcendental but
-// expf is evaluated on the card, and that one as the C library does (gpu::ops).
+// The CPU keeps what needs no card: the rope table (cosf/sinf, as ops::Rope::cache computes
+// them), so no transcendental but expf is evaluated on the card, and that one as the C library
+// does (gpu::ops); and the embedding row of a token_embd type without a kernel on the card, which
+// it dequantizes into the card's input.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -27,6 +30,7 @@ struct GpuModel {
     const Matrix* output = nullptr;
     const float* output_norm = nullptr;
     int n_ctx = 0;
+    const Matrix* tok_embd = nullptr;  // the same matrix as output where they are tied
 };
 
 class GpuForward {
@@ -38,9 +42,9 @@ public:
     GpuForward(gpu::Gpu gpu, const GpuModel& m, const gpu::ops::Build& build, bool q1_0_native);
     ~GpuForward();
 
-    // One token at position pos: x its embedding row (n_embd floats), cs the rope table for pos
-    // (head_dim floats). logits: n_vocab floats, or nullptr when nobody reads them.
-    void step(const float* x, const float* cs, int pos, float* logits);
+    // One token at position pos: its id (in [0, n_vocab)), cs the rope table for pos (head_dim
+    // floats). logits: n_vocab floats, or nullptr when nobody reads them.
+    void step(int32_t token, const float* cs, int pos, float* logits);
 
     const std::string& device() const;
     // Bytes of weights and of cache on the card.

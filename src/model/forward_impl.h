@@ -62,7 +62,7 @@ struct Model::Impl {
     std::unique_ptr<GpuForward> gpu;
     std::vector<int32_t> history;
     int cpu_upto = 0, card_upto = 0;
-    std::vector<float> gx, gcs;  // one token's embedding row and rope table for the card
+    std::vector<float> gcs;  // one token's rope table for the card
 
     explicit Impl(gguf::File f) : file(std::move(f)) {}
 

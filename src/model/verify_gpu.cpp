@@ -16,6 +16,7 @@
 #include "model/ops.h"
 #include "quant/dot.h"
 #include "quant/q8_0.h"
+#include "quant/traits.h"
 
 namespace bankml::model {
 
@@ -871,6 +872,88 @@ void verify_f16_round(Runner& R, Rng& rng, bool full, bool exhaustive) {
     if (full && exhaustive) every_float(R, "f16_round", host_f16_round);
 }
 
+// ---------------------------------------------------------------- embeddings
+
+// token_embd of `type` (Q1_0, Q2_0 or F16), rows × n, its f16 values (the blocks' scales, or the
+// F16 values) by kind: "random" (many sizes, both signs), "subnormal scales" (every scale a
+// subnormal f16, zeros of both signs among them), "special scales" (±0, the largest f16, ±infinity,
+// quiet and signalling NaN), "every f16" (F16: rows of the 65536 values in order); the bits
+// and codes random, so every code occurs. The row of each token is checked against quant's
+// to_float: the first, the last and a random one (pushed, and the last one read from the state
+// buffer), and a token past the rows, which must write nothing.
+void verify_embed(Runner& R, Rng& rng, bool full, quant::Type type) {
+    const quant::TypeTraits& tt = quant::traits(type);
+    const std::string kernel = std::string("embed_") + tt.name;
+    const bool f16 = type == quant::Type::F16;
+    std::vector<size_t> ns = full ? std::vector<size_t>{1024, 2048, 2560, 4096} : std::vector<size_t>{128, 640};
+    std::vector<const char*> kinds{"random", "subnormal scales", "special scales"};
+    if (f16) kinds = {"random", "every f16"};
+    const uint16_t specials[] = {0x0000, 0x8000, 0x7bff, 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0x7d55};
+    for (size_t row_n : ns)
+        for (const char* kind : kinds) {
+            const std::string k = kind;
+            size_t n = row_n;
+            if (k == "every f16" && n != ns[0]) continue;
+            if (k == "every f16") n = 65536;  // one row holds them all
+            const size_t rows = k == "every f16" ? 2 : full ? 300 : 7;
+            const size_t row_bytes = quant::row_bytes(type, n);
+            std::vector<uint8_t> w(rows * row_bytes);
+            for (auto& v : w) v = uint8_t(rng());
+            auto scale = [&](size_t at) {
+                uint16_t h;
+                if (k == "random" || f16) h = f32_to_f16(r_sign(rng) * (f16 ? 0.05f : 0.01f) * std::exp(1.5f * normal(rng)));
+                else if (k == "subnormal scales") h = uint16_t((rng() % 1024) | (rng() % 2 ? 0x8000u : 0u));
+                else h = specials[rng() % std::size(specials)];
+                if (k == "every f16") h = uint16_t(at);
+                return h;
+            };
+            if (f16)
+                for (size_t i = 0; i < rows * n; ++i) {
+                    const uint16_t h = scale(i);
+                    std::memcpy(&w[i * 2], &h, 2);
+                }
+            else
+                for (size_t b = 0; b < w.size() / tt.block_bytes; ++b) {
+                    const uint16_t h = scale(b);
+                    std::memcpy(&w[b * tt.block_bytes], &h, 2);
+                }
+            // The product kernel's layout, as the forward pass uploads the matrix.
+            std::vector<uint32_t> a, b;
+            if (type == quant::Type::Q1_0) {
+                gpu::kernels::PackedQ1_0 pk = gpu::kernels::pack_q1_0(w, rows, n);
+                a = std::move(pk.scales), b = std::move(pk.bits);
+            } else if (type == quant::Type::Q2_0) {
+                go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
+                a = std::move(pk.scales), b = std::move(pk.codes);
+            } else {
+                a.resize(w.size() / 4);
+                std::memcpy(a.data(), w.data(), w.size());
+            }
+            const uint32_t random_token = uint32_t(rng() % rows);
+            struct Case { uint32_t token; bool from_state; };
+            std::vector<Case> cases{{0, false}, {uint32_t(rows - 1), true}, {random_token, false}, {uint32_t(rows), false}};
+            for (const Case& c : cases) {
+                std::vector<uint32_t> want(n, POISON);
+                if (c.token < rows) {
+                    std::vector<float> y(n);
+                    tt.to_float(w.data() + c.token * row_bytes, y.data(), n);
+                    want = words_of(y);
+                }
+                std::vector<uint32_t> state(go::STATE_ROPE, 0);
+                state[go::STATE_TOKEN] = c.from_state ? c.token : 0xdeadu;
+                gpu::Buffer *ba = R.upload(a), *bb = b.empty() ? ba : R.upload(b), *bs = R.upload(state), *bo = R.poisoned(n);
+                const uint32_t pushed = c.from_state ? 0xdeadu : c.token;
+                double ms = R.run(kernel, {ba, bb, bs, bo}, {uint32_t(n), uint32_t(rows), pushed, c.from_state ? 1u : 0u},
+                                  uint32_t((n + 255) / 256));
+                const std::string which = c.token >= rows ? " past " + std::to_string(rows) + " rows"
+                                          : c.from_state ? " from the state" : "";
+                R.check(kernel, dims({rows, n}) + " token " + std::to_string(c.token) + which + " (" + kind + ")", ms,
+                        {{"out", Runner::read(*bo, n), want, Word::f32}});
+                R.release();
+            }
+        }
+}
+
 }  // namespace
 
 size_t workgroup_bytes(const std::vector<uint32_t>& m) {
@@ -938,6 +1021,9 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
     if (want("f16_round")) verify_f16_round(R, rng, opt.full, exhaustive);
+    if (want("embed_q1_0")) verify_embed(R, rng, opt.full, quant::Type::Q1_0);
+    if (want("embed_q2_0")) verify_embed(R, rng, opt.full, quant::Type::Q2_0);
+    if (want("embed_f16")) verify_embed(R, rng, opt.full, quant::Type::F16);
 }
 }  // namespace
 

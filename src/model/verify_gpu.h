@@ -18,6 +18,10 @@
 //   swiglu          gates up to ±200 (v_expf's overflow branches), subnormal gates
 //   expf            millions of floats over every exponent, the special values and the boundaries
 //                   (exhaustive: every one of the 2^32)
+//   f16_round       every f16 value and every tie between two, the range's ends, random floats
+//   embed_*         Q1_0, Q2_0 and F16 token_embd rows with random, subnormal and special f16
+//                   values (±0, the largest, ±infinity, NaN), every code, every f16; tokens pushed
+//                   and read from the state buffer, and one past the rows (nothing written)
 #pragma once
 #include <cstdint>
 #include <functional>
