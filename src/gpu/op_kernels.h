@@ -92,8 +92,9 @@ struct OpKernel {
 // (2), out (3: n f32); push: n, rows, token, from_state (1: the token is the state's word
 // STATE_TOKEN, else the pushed one). The token's row dequantized as quant's to_float makes it,
 // bit for bit; a token past the rows writes nothing. One invocation per value, 256 a workgroup.
-// Chunks of weights and tables swiglu_q1_0_q8 loads at a time (its matrices have few workgroups).
-inline constexpr uint32_t SWIGLU_Q1_0_AHEAD = 8;
+// Chunks of weights and tables swiglu_q1_0_q8 loads at a time: one, as q1_0_mat_vec8x2 (1, 2 and 4
+// measured alike on the H200, 8 slower; docs/PERFORMANCE.md).
+inline constexpr uint32_t SWIGLU_Q1_0_AHEAD = 1;
 inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 32); }
 // The gate and up matrices' rows (row_bytes each, n_ff rows each) in swiglu_q1_0_q8's order: for
 // each b, gate rows 32b..32b+31, then up rows 32b..32b+31.
