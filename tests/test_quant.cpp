@@ -463,9 +463,11 @@ TEST(quant_q1_0_vnni_emulation_equals_reference) {
 }
 
 // The Q1_0 loops of one level, batch (all columns) and decode (each column alone), against the
-// reference; with VNNI, columns holding -128 go to the level's non-VNNI loop. Forced through the
-// VNNI loop anyway, such a column gives exactly the emulation's bits (not the reference's): the
-// emulation above is faithful to the instructions, the wrap case included, at 256 and 512 bits.
+// reference; with VNNI (and at avx2, whose identity loops use the same integer identity), columns
+// holding -128 go to the level's psignb or masked-negation loop. Forced through the VNNI or
+// identity loop anyway, such a column gives exactly the emulation's bits (not the reference's): the
+// emulation above is faithful to the identity, the wrap case included, at 256 and 512 bits (the
+// identity loops' float steps differ from its own only in a zero's sign, which cannot reach an output).
 static void check_q1_0_loops(Isa level) {
     const bool vnni = level == Isa::AvxVnni || level == Isa::Avx512Vnni;
     for (uint32_t seed : {21u, 22u, 23u}) {
@@ -475,7 +477,9 @@ static void check_q1_0_loops(Isa level) {
         const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
         detail::Prepared p;
         detail::q1_0_prepare(xb, c.cols, c.ncols, p, level);
-        if (vnni) CHECK_EQ(int(p.part<uint8_t>(2)[5]) + int(p.part<uint8_t>(2)[0]), 1);
+        // At avx2 the identity loops (dot4_ident, rows_ident) have the VNNI loops' integer identity.
+        const bool ident = vnni || level == Isa::Avx2;
+        if (ident) CHECK_EQ(int(p.part<uint8_t>(2)[5]) + int(p.part<uint8_t>(2)[0]), 1);
         std::vector<float> y(c.rows * c.ncols, -1.0f);
         detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
         if (!CHECK(same(c.ref, y))) bt::fail(__FILE__, __LINE__, std::string("batch at ") + isa_name(level));
@@ -496,8 +500,8 @@ static void check_q1_0_loops(Isa level) {
                 range_ok &= (r >= 3 && r < c.rows - 2) ? std::memcmp(&yr[col * c.rows + r], &c.ref[col * c.rows + r], 4) == 0
                                                        : yr[col * c.rows + r] == -1.0f;
         CHECK(range_ok);
-        if (!vnni) continue;
-        // Column 5 through the VNNI loops regardless, batch (all columns) and decode.
+        if (!ident) continue;
+        // Column 5 through the VNNI or identity loops regardless, batch (all columns) and decode.
         p.part<uint8_t>(2)[5] = 0;
         detail::q1_0_rows_fast(c.w.data(), c.cols, 0, c.rows, c.x.data(), p, c.ncols, y.data(), c.rows);
         detail::Prepared p5;
@@ -516,7 +520,8 @@ static void check_q1_0_loops(Isa level) {
     }
 }
 
-// The AVX2 loops (dot_row, dot4_decoded).
+// The AVX2 loops (the identity loops dot4_ident and rows_ident; dot_row and dot4_decoded for
+// columns holding -128 or a non-finite scale).
 TEST(quant_q1_0_avx2_loops_equal_reference) {
     if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 AVX2 loops cannot run on this CPU");
     check_q1_0_loops(Isa::Avx2);
@@ -600,9 +605,16 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
         mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, y.data(), level);
         if (!CHECK(same(ref, y))) bt::fail(__FILE__, __LINE__, std::string("at ") + level_name(level));
         CHECK(std::isinf(ref[2 * c.rows]) && std::isinf(ref[3 * c.rows]) && std::isnan(ref[5 * c.rows]));
-        if (path_isa(level) == Isa::Avx512Vnni) {  // the tiles' parts against a plain count
+        // Each column alone (the decode loops; at avx2 the identity loop takes the finite ones).
+        for (size_t col = 0; col < c.ncols; ++col) {
+            std::vector<float> y1(c.rows, -1.0f);
+            mat_vec(Type::Q1_0, c.w.data(), c.rows, c.cols, xb + col * nbx, y1.data(), level);
+            if (!CHECK(std::memcmp(y1.data(), ref.data() + col * c.rows, c.rows * 4) == 0))
+                bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " alone at " + level_name(level));
+        }
+        if (path_isa(level) == Isa::Avx512Vnni || path_isa(level) == Isa::Avx2) {  // the records against a plain count
             detail::Prepared p;
-            detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::Avx512Vnni);
+            detail::q1_0_prepare(xb, c.cols, c.ncols, p, path_isa(level));
             bool parts_ok = true;
             for (size_t i = 0; i < nbx * c.ncols; ++i) {
                 // Sub-block i's place in the records: block i / 4 of all the columns', sub-block i % 4.

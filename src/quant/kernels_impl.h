@@ -47,11 +47,12 @@ private:
 inline constexpr float Q1_MAGIC = 12582912.0f;
 inline constexpr int32_t Q1_MAGIC_BITS = 0x4B400000;
 
-// The AVX-512 VNNI tiles' view of one activation column (q1_0_prepare's part 3): per weight block
-// of 128 values, one record of Q1_TILE_REC bytes, 64-byte aligned, holding for its sub-block k
-// (0..3): at 64k its 32 quants, at 64k + 32 its eight int32 lanes MAGIC_BITS - T (T: the lane's sum
-// of four quants), at 256 + 4k its f32 scale d1 and at 272 + 4k d1 * -MAGIC. One pointer per column
-// then reaches everything the tile reads, and each sub-block's quants and lanes share a cache line.
+// The view of one activation column that the AVX-512 VNNI tiles and the avx2 level's identity
+// loops read (q1_0_prepare's part 3): per weight block of 128 values, one record of Q1_TILE_REC
+// bytes, 64-byte aligned, holding for its sub-block k (0..3): at 64k its 32 quants, at 64k + 32
+// its eight int32 lanes MAGIC_BITS - T (T: the lane's sum of four quants), at 256 + 4k its f32
+// scale d1 and at 272 + 4k d1 * -MAGIC. One pointer per column then reaches everything the loops
+// read, and each sub-block's quants and lanes share a cache line.
 inline constexpr size_t Q1_TILE_REC = 320;
 
 #if defined(__x86_64__)

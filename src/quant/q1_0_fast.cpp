@@ -44,22 +44,24 @@ BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t
     }
 }
 
-// Parts: 0 the f32 of every Q8_0 scale (all columns); with VNNI, 1 each sub-block's eight negated
-// lane sums -T of its quants and 2 per column whether it holds a -128 quant (then a non-VNNI loop
-// runs it: the VNNI identity below does not reproduce the -(-128) wrap). At avx512vnni with
-// several columns, for the tiles of q1_0_avx512.cpp: 3 the records of kernels_impl.h (per column
-// and weight block: the four sub-blocks' quants, MAGIC_BITS - T lanes, scales and scales times
-// -MAGIC), and 4 per column whether its scales are all finite. The values do not depend on the
-// CPU; the AVX2 loop computes them where the CPU has AVX2.
+// Parts: 0 the f32 of every Q8_0 scale (all columns); with VNNI or at avx2, 1 each sub-block's eight
+// negated lane sums -T of its quants and 2 per column whether it holds a -128 quant (then a loop
+// with psignb runs it: the identity below does not reproduce the -(-128) wrap). At avx512vnni with
+// several columns, for the tiles of q1_0_avx512.cpp, and at avx2 for its identity loops
+// (dot4_ident, rows_ident): 3 the records of kernels_impl.h (per column and weight block: the
+// four sub-blocks' quants, MAGIC_BITS - T lanes, scales and scales times -MAGIC), and 4 per column
+// whether its scales are all finite. The values do not depend on the CPU; the AVX2 loop computes
+// them where the CPU has AVX2.
 void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
     const size_t n = cols / QK8_0 * ncols, nbx = cols / QK8_0;
     const bool vnni = isa == Isa::AvxVnni || isa == Isa::Avx512Vnni;
-    const bool tiles = isa == Isa::Avx512Vnni && ncols > 1;
+    const bool tiles = (isa == Isa::Avx512Vnni && ncols > 1) || isa == Isa::Avx2;
+    const bool sums = vnni || tiles;
     p.isa = isa, p.cols = cols, p.ncols = ncols;
-    p.layout({n * sizeof(float), vnni ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
+    p.layout({n * sizeof(float), sums ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
               tiles ? ncols : 0});
     float* d = p.part<float>(0);
-    int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
+    int32_t* negt = sums ? p.part<int32_t>(1) : nullptr;
     uint8_t* has_m128 = p.part<uint8_t>(2);
     uint8_t* rec = tiles ? p.part<uint8_t>(3) : nullptr;
     std::memset(has_m128, 0, ncols);
@@ -67,7 +69,7 @@ void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
         prepare_blocks_avx2(x, n, nbx, d, negt, has_m128, rec);
     } else {
         for (size_t i = 0; i < n; ++i) d[i] = f16_to_f32(x[i].d);
-        if (vnni)
+        if (sums)
             for (size_t i = 0; i < n; ++i) {
                 for (size_t lane = 0; lane < 8; ++lane) {
                     int32_t t = 0;
@@ -167,6 +169,83 @@ BANKML_AVX2 static void dot4_decoded(size_t nb, const uint8_t* masks, const floa
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
+// The identity loops of the avx2 level (no VNNI): with a = 2 where a weight's bit is set and 0
+// where clear, madd(maddubs(a, q), 1) = 2 * sum(set q) per lane (|pair| <= 512, no saturation), and
+// adding the record's MAGIC_BITS - T lanes gives the bits of the f32 MAGIC + s, s = sum(+-q)
+// exactly (kernels_impl.h): no psignb and no int-to-float conversion, and the addition may run on
+// any vector port. Then per lane, as in the AVX-512 VNNI tiles (q1_0_avx512.inc's tile_rows):
+//   k = 0:  ab = fma(d1, f, -(d1 * MAGIC)) = d1 * s, which is exact, so the reference's d1 * s up to
+//           the sign of a zero, which cannot reach the output (acc starts at +0 and is never -0);
+//   k > 0:  ab = fma(d1, f - MAGIC, ab), f - MAGIC = s exactly: the reference's step;
+// then acc = fma(d0, ab, acc) and hsum. Valid for columns without a -128 quant (the identity gives
+// +128 where the reference wraps to -128) and with finite scales (d1 * MAGIC must be finite); the
+// caller runs the others through dot4_decoded / dot_row. Four rows whose a-bytes were made once
+// (twos: row j's at twos + j * nb * 128) against one column's records (Q1_TILE_REC per block).
+BANKML_AVX2 static void dot4_ident(size_t nb, const uint8_t* twos, const float* d0s, const uint8_t* rec, float* out) {
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    const __m256 magic = _mm256_set1_ps(Q1_MAGIC);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t mstride = nb * 128;
+    for (size_t ib = 0; ib < nb; ++ib) {
+        const uint8_t* r = rec + ib * Q1_TILE_REC;
+        __m256 ab[4];
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256i q = _mm256_load_si256((const __m256i*)(r + 64 * k));
+            const __m256i t0 = _mm256_load_si256((const __m256i*)(r + 64 * k + 32));
+            const __m256 d1 = _mm256_broadcast_ss((const float*)(r + 256 + 4 * k));
+#pragma GCC unroll 4
+            for (size_t j = 0; j < 4; ++j) {
+                const __m256i a = _mm256_loadu_si256((const __m256i*)(twos + j * mstride + ib * 128 + k * 32));
+                const __m256i s2 = _mm256_madd_epi16(_mm256_maddubs_epi16(a, q), ones16);
+                const __m256 f = _mm256_castsi256_ps(_mm256_add_epi32(s2, t0));
+                ab[j] = k == 0 ? _mm256_fmadd_ps(d1, f, _mm256_broadcast_ss((const float*)(r + 272)))
+                               : _mm256_fmadd_ps(d1, _mm256_sub_ps(f, magic), ab[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab[j], acc[j]);
+    }
+    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+}
+
+// The identity loop for one column (decode), R rows at a time (each quant load serves them all),
+// the bits expanded as they are read: a = min(byte & bit, 1) is 1 where set and 0 where clear, so
+// madd(maddubs(a, q), 2) = 2 * sum(set q); the rest is dot4_ident's, lane for lane.
+template <int R>
+BANKML_AVX2 static void rows_ident(size_t nb, const BlockQ1_0* const* w, const uint8_t* rec, float* out) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                          3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i ones8 = _mm256_set1_epi8(1), twos16 = _mm256_set1_epi16(2);
+    const __m256 magic = _mm256_set1_ps(Q1_MAGIC);
+    __m256 acc[R];
+    for (int j = 0; j < R; ++j) acc[j] = _mm256_setzero_ps();
+    for (size_t ib = 0; ib < nb; ++ib) {
+        const uint8_t* r = rec + ib * Q1_TILE_REC;
+        __m256 ab[R];
+#pragma GCC unroll 4
+        for (size_t k = 0; k < 4; ++k) {
+            const __m256i q = _mm256_load_si256((const __m256i*)(r + 64 * k));
+            const __m256i t0 = _mm256_load_si256((const __m256i*)(r + 64 * k + 32));
+            const __m256 d1 = _mm256_broadcast_ss((const float*)(r + 256 + 4 * k));
+#pragma GCC unroll 4
+            for (int j = 0; j < R; ++j) {
+                uint32_t b;
+                std::memcpy(&b, w[j][ib].qs + 4 * k, 4);
+                const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(int(b)), shuf), bit);
+                const __m256i s2 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_min_epu8(v, ones8), q), twos16);
+                const __m256 f = _mm256_castsi256_ps(_mm256_add_epi32(s2, t0));
+                ab[j] = k == 0 ? _mm256_fmadd_ps(d1, f, _mm256_broadcast_ss((const float*)(r + 272)))
+                               : _mm256_fmadd_ps(d1, _mm256_sub_ps(f, magic), ab[j]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int j = 0; j < R; ++j) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(w[j][ib].d)), ab[j], acc[j]);
+    }
+    for (int j = 0; j < R; ++j) out[j] = hsum(acc[j]);
+}
+
 // AVX-VNNI, four rows against one column. With a = 2 where a weight's bit is set and 0 where
 // clear, vpdpbusd(-T, a, q) = 2 * sum(set q) - sum(all q) = sum(+-q) exactly, lane by lane (the
 // same four bytes per lane); every float step is dot4_decoded's. Valid for columns without a
@@ -229,21 +308,44 @@ __attribute__((target("avx2,fma,f16c,avxvnni"))) static float dot_row_vnni(size_
 BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, size_t r1, const BlockQ8_0* xb,
                                   const Prepared& p, size_t ncols, float* y, size_t ldy) {
     const size_t nb = cols / QK1_0, nbx = cols / QK8_0;
-    const bool vnni = p.isa == Isa::AvxVnni;
+    const bool vnni = p.isa == Isa::AvxVnni, ident = p.isa == Isa::Avx2;
     const float* xd = p.part<float>(0);
     const int32_t* negt = vnni ? p.part<int32_t>(1) : nullptr;
-    const uint8_t* has_m128 = vnni ? p.part<uint8_t>(2) : nullptr;
+    const uint8_t* has_m128 = vnni || ident ? p.part<uint8_t>(2) : nullptr;
+    const uint8_t* rec = ident ? p.part<uint8_t>(3) : nullptr;
+    const uint8_t* finite = ident ? p.part<uint8_t>(4) : nullptr;
+    // Whether column c runs the VNNI or identity loop (else the psignb loop).
+    auto twos_loop = [&](size_t c) { return (vnni && !has_m128[c]) || (ident && !has_m128[c] && finite[c]); };
     if (ncols == 1) {
-        if (vnni && !has_m128[0])
+        if (vnni && twos_loop(0))
             for (size_t r = r0; r < r1; ++r) y[r] = dot_row_vnni(nb, wb + r * nb, xb, negt, xd);
+        else if (twos_loop(0)) {
+            constexpr int R = 2;
+            size_t r = r0;
+            for (; r + R <= r1; r += R) {
+                const BlockQ1_0* rows[R];
+                for (int j = 0; j < R; ++j) rows[j] = wb + (r + j) * nb;
+                rows_ident<R>(nb, rows, rec, y + r);
+            }
+            for (; r < r1; ++r) {
+                const BlockQ1_0* row = wb + r * nb;
+                rows_ident<1>(nb, &row, rec, y + r);
+            }
+        }
         else
             for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, xd);
         return;
     }
-    // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights) and
-    // run every column over them; a short last group repeats its last row.
-    std::vector<uint8_t> masks(4 * nb * 128), twos(vnni ? 4 * nb * 128 : 0);
-    std::vector<float> d0s(4 * nb);
+    // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights, and the
+    // a-bytes 2/0 for the VNNI and identity loops) and run every column over them; a short last
+    // group repeats its last row.
+    bool any_twos = false, any_signs = false;
+    for (size_t c = 0; c < ncols; ++c) (twos_loop(c) ? any_twos : any_signs) = true;
+    static thread_local std::vector<uint8_t> masks, twos;
+    static thread_local std::vector<float> d0s;
+    if (any_signs && masks.size() < 4 * nb * 128) masks.resize(4 * nb * 128);
+    if (any_twos && twos.size() < 4 * nb * 128) twos.resize(4 * nb * 128);
+    if (d0s.size() < 4 * nb) d0s.resize(4 * nb);
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
             const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
@@ -252,16 +354,18 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
                 for (size_t k = 0; k < 4; ++k) {
                     const size_t at = j * nb * 128 + ib * 128 + k * 32;
                     const __m256i sg = signs(row[ib].qs + 4 * k);
-                    _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
-                    if (vnni)  // +1 -> 2, -1 -> 0
+                    if (any_signs) _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
+                    if (any_twos)  // +1 -> 2, -1 -> 0
                         _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, _mm256_set1_epi8(1)));
                 }
             }
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[4];
-            if (vnni && !has_m128[c])
+            if (vnni && twos_loop(c))
                 dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
+            else if (twos_loop(c))
+                dot4_ident(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, out);
             else
                 dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, xd + c * nbx, out);
             for (size_t j = 0; j < 4 && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
