@@ -203,7 +203,11 @@ F32 ordered_mean(const Arr<K::f32>& sq, U32 len, F64 part, U32 t, uint32_t L, ui
     F32 below = mean_f32(a * f64c(1.0 - 0x1p-37), len), above = mean_f32(a * f64c(1.0 + 0x1p-37), len);
     Bool finite_a = (hi(bits(a)) & 0x7ff00000u) != 0x7ff00000u;
     auto mean = var(below);
-    if_(!(finite_a && bits(below) == bits(above)), [&] { mean = mean_f32(chain_sum(sq, len, f64c(0.0), t, L, Kn, cap, c), len); });
+    Bool fast = finite_a && bits(below) == bits(above);
+    if_(!fast, [&] { mean = mean_f32(chain_sum(sq, len, f64c(0.0), t, L, Kn, cap, c), len); });
+    if_(fast, [&] {
+        for (uint32_t k = 3; k <= 6; ++k) stamp(k);  // the chain's phases (stamps 3-6), none of them taken
+    });
     return mean.get();
 }
 
@@ -1225,6 +1229,14 @@ std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_
 }
 
 const std::vector<OpKernel>& op_kernels() {
+    // Every guard site of the op kernels, in a fixed order (shader::declare_guard_sites).
+    static const bool sites = [] {
+        declare_guard_sites({"rms_norm sum", "rms_norm scale", "rms_norm out", "rms_norm quantization", "swiglu",
+                             "swiglu quantization", "attention q", "attention scores", "attention maxima", "attention expf",
+                             "attention walk", "attention out", "attention quantization"});
+        return true;
+    }();
+    (void)sites;
     static const std::vector<OpKernel> table = {
         {"rms_norm", 4, 4, NORM_LOCAL, rms_norm, true},
         {"rms_norm_q8", 8, 4, NORM_LOCAL, rms_norm_q8, true},

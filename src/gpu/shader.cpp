@@ -112,11 +112,20 @@ static std::vector<std::string>& site_names() {
     return names;
 }
 const std::vector<std::string>& guard_site_names() { return site_names(); }
-GuardSite::GuardSite(const char* name) : prev(cur().site_bit) {
-    std::lock_guard<std::mutex> lock(g_sites_mutex);
+// The site's index, the name added where new (past 31 names, all share the last word).
+static size_t site_index(const char* name) {
     auto& names = site_names();
     size_t i = std::find(names.begin(), names.end(), name) - names.begin();
     if (i == names.size() && names.size() < 32) names.push_back(name);
+    return i;
+}
+void declare_guard_sites(std::initializer_list<const char*> names) {
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    for (const char* n : names) site_index(n);
+}
+GuardSite::GuardSite(const char* name) : prev(cur().site_bit) {
+    std::lock_guard<std::mutex> lock(g_sites_mutex);
+    size_t i = site_index(name);
     cur().site_bit = 1u << std::min<size_t>(i, 31);
     cur().sites_used |= cur().site_bit;
 }

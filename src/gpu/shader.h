@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,9 @@ struct GuardSite {
     uint32_t prev;
 };
 const std::vector<std::string>& guard_site_names();
+// Gives these names their site words first, in this order (a name already known keeps its word):
+// a kernel's module then does not depend on which kernels the process built before it.
+void declare_guard_sites(std::initializer_list<const char*> names);
 
 // Measuring (VK_KHR_shader_clock): after clock_stamps(binding), stamp(i) has invocation 0 write
 // the subgroup clock's low word into word i of that buffer, in workgroup 0 (a no-op in a kernel
