@@ -216,6 +216,36 @@ TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
     REQUIRE(!checks.empty());
     for (const auto& c : checks) CHECK(c.bit_exact);
 }
+// The norms' workgroup sums: with the card's subgroup arithmetic (each subgroup reduced, one
+// partial a subgroup added in index order) and with the workgroup tree, both bit-exact on every
+// kind of data the norms' oracle has (the card's own build takes the first where it offers it).
+void norms_bit_exact(bool subgroup) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    if (subgroup && !g->subgroup_arithmetic()) SKIP("gpu", "the card offers no subgroup arithmetic in compute shaders");
+    CHECK_EQ(b.subgroup, g->subgroup_arithmetic() && g->has_f64());
+    b.subgroup = subgroup;
+    for (const char* k : gpu::ops::SUBGROUP_KERNELS) {
+        // The flag changes the module: the subgroup sum is there exactly when asked for.
+        const std::vector<uint32_t> w = gpu::ops::op_kernel(k).build(b);
+        bool has_sum = false;
+        for (size_t i = 5; i < w.size(); i += w[i] >> 16) has_sum |= (w[i] & 0xffffu) == gpu::spirv::OpGroupNonUniformFAdd;
+        CHECK_EQ(has_sum, subgroup);
+        model::VerifyOpsOptions o;
+        o.only = k;
+        std::vector<gpu::kernels::Check> checks;
+        o.checks = &checks;
+        try {
+            model::verify_ops(*g, b, o);
+        } catch (const std::exception& e) {
+            bt::fail(__FILE__, __LINE__, e.what());
+        }
+        REQUIRE(!checks.empty());
+        for (const auto& c : checks) CHECK(c.bit_exact);
+    }
+}
+TEST(gpu_op_norms_bit_exact_with_subgroup_sums) { norms_bit_exact(true); }
+TEST(gpu_op_norms_bit_exact_with_the_workgroup_tree) { norms_bit_exact(false); }
 TEST(gpu_op_f16_mat_vec_bit_exact) { bit_exact("f16_mat_vec", {"random", "wide"}); }
 TEST(gpu_op_head_norm_rope_bit_exact) { bit_exact("head_norm_rope", {"random", "spread exponents", "mean on a boundary"}); }
 TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
@@ -286,10 +316,13 @@ TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
 
 TEST(gpu_op_modules_pass_spirv_val) {
     auto mods = model::op_modules();
-    // Both Fma paths of every kernel, each plain, soft and guarded, and the Q2_0 product with the
-    // packed 8-bit dot product.
-    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size() + 1);
-    CHECK_EQ(mods.back().first, "q2_0_mat_vec_int_dot.spv");
+    // Both Fma paths of every kernel, each plain, soft and guarded, the Q2_0 product with the
+    // packed 8-bit dot product, and the norms with subgroup arithmetic.
+    const size_t n_sub = std::size(gpu::ops::SUBGROUP_KERNELS);
+    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size() + 1 + n_sub);
+    CHECK_EQ(mods[mods.size() - 1 - n_sub].first, "q2_0_mat_vec_int_dot.spv");
+    CHECK_EQ(mods[mods.size() - n_sub].first, "rms_norm_subgroup.spv");
+    CHECK_EQ(mods.back().first, "head_norm_rope_subgroup.spv");
     CHECK_EQ(mods[0].first, "rms_norm.spv");
     CHECK_EQ(mods[1].first, "rms_norm_fma.spv");
     CHECK_EQ(mods[2].first, "rms_norm_soft.spv");
@@ -349,6 +382,12 @@ TEST(gpu_verify_json_and_dump_spirv_of_the_op_kernels) {
     CHECK_EQ(text.code, 2);
     CHECK(text.out.find("q1_0_mat_vec8 267×512 random: 267 of 267 rows bit-exact") != std::string::npos);
     CHECK(text.out.find("NOT VERIFIED — rms_norm 1×1000 (random): y[3] differs (card ") != std::string::npos);
+    // It says what the card offers of subgroups; the test hook takes them away (the workgroup tree).
+    CHECK(text.out.find("  subgroups: size ") != std::string::npos);
+    auto no_sub = bt::run_cmd(env + "BANKML_GPU_NO_SUBGROUPS=1 BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " +
+                              bt::bankml_bin() + " gpu --verify");
+    CHECK_EQ(no_sub.code, 2);
+    CHECK(no_sub.out.find("arithmetic in compute shaders no (the norms' workgroup sums: a tree)") != std::string::npos);
     // A corrupted op kernel refuses the card whole, in the JSON too, each of its checks marked.
     auto bad = bt::run_cmd(env + "BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=rms_norm " + bt::bankml_bin() + " gpu --verify --json");
     CHECK_EQ(bad.code, 2);

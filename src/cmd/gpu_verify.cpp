@@ -78,6 +78,9 @@ CardVerdict verify_card(gpu::Gpu& g, bool full, bool exhaustive) {
                                : ")"));
         v.lines.push_back(std::string("expf as the host's C library: ") + (build.expf_fused ? "fused" : "unfused") +
                           " multiply-adds");
+        v.lines.push_back("subgroups: size " + std::to_string(g.subgroup_size()) + ", arithmetic in compute shaders " +
+                          (g.subgroup_arithmetic() ? "yes" : "no") +
+                          (build.subgroup ? " (the norms' workgroup sums reduce each subgroup first)" : " (the norms' workgroup sums: a tree)"));
         for (std::string& l : model::verify_ops(g, build, oo)) v.lines.push_back(std::move(l));
         v.verified = true;
     } catch (const std::exception& e) {

@@ -206,6 +206,8 @@ struct Gpu::Impl {
     std::map<uint64_t, Pipe> pipes;
     std::map<uint64_t, Seq> seqs;
     bool f64 = false, int_dot = false;
+    bool subgroup_arithmetic = false;
+    uint32_t subgroup_size = 0;
     Gpu::FloatControls float_controls;
     std::string float_controls_detail = "no Vulkan 1.2 properties";
     uint64_t next_id = 1;
@@ -400,6 +402,22 @@ Gpu Gpu::open(size_t index) {
                                    yn(fc.shaderDenormPreserveFloat64) + "; signed zero/inf/nan preserve f32 " +
                                    yn(fc.shaderSignedZeroInfNanPreserveFloat32) + ", f64 " +
                                    yn(fc.shaderSignedZeroInfNanPreserveFloat64);
+    }
+    // Subgroups (Vulkan 1.1): their size, and whether compute shaders may use the basic and the
+    // arithmetic group operations (no feature to enable; the properties say what the card runs).
+    if (L.props2 && props.apiVersion >= VK_API_VERSION_1_1) {
+        VkPhysicalDeviceSubgroupProperties sg{};
+        sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+        VkPhysicalDeviceProperties2 p2{};
+        p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+        p2.pNext = &sg;
+        L.props2(pd, &p2);
+        const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
+        d->subgroup_size = sg.subgroupSize;
+        d->subgroup_arithmetic = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) && (sg.supportedOperations & need) == need &&
+                                 sg.subgroupSize >= 1;
+        // Test hook: BANKML_GPU_NO_SUBGROUPS=1 makes the card report none (the workgroup tree).
+        if (const char* v = std::getenv("BANKML_GPU_NO_SUBGROUPS"); v && std::string(v) == "1") d->subgroup_arithmetic = false;
     }
     di.pEnabledFeatures = &want;
     // The packed 8-bit dot product where the card has it (core in Vulkan 1.3; the Q2_0 products).
@@ -751,6 +769,8 @@ void Gpu::copy(const Buffer& src, const Buffer& dst, size_t bytes) {
 
 bool Gpu::has_f64() const { return d_->f64; }
 bool Gpu::has_int_dot() const { return d_->int_dot; }
+bool Gpu::subgroup_arithmetic() const { return d_->subgroup_arithmetic; }
+uint32_t Gpu::subgroup_size() const { return d_->subgroup_size; }
 const Gpu::FloatControls& Gpu::float_controls() const { return d_->float_controls; }
 const std::string& Gpu::float_controls_detail() const { return d_->float_controls_detail; }
 std::vector<double> Gpu::step_us() const { return d_->step_us; }

@@ -143,6 +143,12 @@ public:
     // True when shaders may use the packed 8-bit dot product (shaderIntegerDotProduct, enabled at
     // open; core in Vulkan 1.3).
     bool has_int_dot() const;
+    // True when compute shaders may use subgroups' basic and arithmetic operations
+    // (VkPhysicalDeviceSubgroupProperties: the compute stage, BASIC and ARITHMETIC), so that
+    // shader::subgroup_add and the subgroup ids may be used; subgroup_size() is the card's
+    // reported size (0 where the card reports none).
+    bool subgroup_arithmetic() const;
+    uint32_t subgroup_size() const;
     // BANKML_GPU_CLOCK=1 and the card offers VK_KHR_shader_clock's subgroup clock: Gpu::open
     // enabled it (measuring: kernels built with clock stamps).
     bool has_shader_clock() const;

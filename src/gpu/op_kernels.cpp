@@ -175,8 +175,20 @@ F64 chain_sum(const Arr<K::f32>& sq, U32 len, F64 s0, U32 t, uint32_t L, uint32_
 }
 
 // The sum of one double per invocation over a workgroup of L (a power of two), in no particular
-// order, into every invocation (a tree in c.tail, which chain_sum writes only after its barriers).
+// order, into every invocation, in c.tail (which chain_sum writes only after its barriers). With
+// the card's subgroup arithmetic (Shader::subgroup): each subgroup's sum, its first invocation's
+// copy into c.tail[subgroup id], one barrier, then every invocation adds the partials in index
+// order (the same bits in all, however the card orders a subgroup's sum or sizes its subgroups).
+// Else a tree, one barrier a level.
 F64 workgroup_sum(F64 part, U32 t, uint32_t L, const ChainScratch& c) {
+    if (cur().subgroup) {
+        F64 s = subgroup_add(part);
+        if_(subgroup_local_id() == 0u, [&] { c.tail.set(subgroup_id(), s); });
+        barrier();
+        auto sum = var(c.tail[u32c(0)]);
+        for_(u32c(1), num_subgroups(), [&](U32 i) { sum = sum.get() + c.tail[i]; });
+        return sum.get();
+    }
     c.tail.set(t, part);
     barrier();
     for (uint32_t d = L / 2; d >= 1; d /= 2) {
@@ -425,6 +437,7 @@ void norm_out(Arr<K::f32>& x, Arr<K::f32>& w, U32 w_off, U32 n, F32 scale, U32 t
 
 std::vector<uint32_t> rms_norm(const Build& b) {
     Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    s.subgroup = b.subgroup;
     auto x = buffer<K::f32>(0, false, "x");
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
@@ -448,6 +461,7 @@ std::vector<uint32_t> rms_norm(const Build& b) {
 // workgroup reads what another writes; the forward pass alternates two residual buffers.
 std::vector<uint32_t> rms_norm_q8(const Build& b) {
     Shader s(NORM_LOCAL, true, b.fma, b.float_modes);
+    s.subgroup = b.subgroup;
     auto x = buffer<K::f32>(0, true, "x");
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
@@ -756,6 +770,7 @@ constexpr uint32_t ATT_WALK = 8;
 // heads are rounded to f16 into the cache, with their value heads beside them.
 std::vector<uint32_t> head_norm_rope(const Build& b) {
     Shader s(HEAD_LOCAL, true, b.fma, b.float_modes);
+    s.subgroup = b.subgroup;
     auto qkv = buffer<K::f32>(0, true, "qkv");
     auto w = buffer<K::f32>(1, true, "w");
     auto state = buffer<K::u32>(2, true, "state");
@@ -1202,6 +1217,7 @@ Build build_for(const Gpu& card, bool native_fma) {
     b.fma = native_fma ? Fma::native : Fma::exact;
     b.expf_fused = host_expf_fused();
     b.int_dot = card.has_int_dot();
+    b.subgroup = card.subgroup_arithmetic() && card.has_f64();
     const Gpu::FloatControls& fc = card.float_controls();
     // Without DenormPreserve for 32 bits a card may flush f32 subnormals (NVIDIA's does): then
     // every f32 operation goes through double (soft f32).

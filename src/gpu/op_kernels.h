@@ -45,10 +45,13 @@ struct Build {
     uint32_t float_modes = 0;
     bool clock = false;  // measuring: kernels with `stamps` take a clock-stamps buffer (shader::stamp)
     bool int_dot = false;  // the card's packed 8-bit dot product (q2_0_mat_vec's block sums)
+    // The card's subgroup arithmetic (the norms' unordered workgroup sums reduce each subgroup
+    // first, then add one partial a subgroup; else a tree in workgroup memory).
+    bool subgroup = false;
 };
 
-// The build a card may use: native Fma where it proved it, the host's expf variant, and the float
-// controls wherever the card offers them.
+// The build a card may use: native Fma where it proved it, the host's expf variant, the float
+// controls wherever the card offers them, and its packed dot product and subgroup arithmetic.
 Build build_for(const Gpu& card, bool native_fma);
 
 struct OpKernel {
@@ -102,6 +105,8 @@ std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_
 // The longest Q2_0 row q2_0_mat_vec takes (its activation's quants sit in workgroup memory).
 inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
 const std::vector<OpKernel>& op_kernels();
+// The kernels whose code changes with Build::subgroup (the norms' workgroup sums).
+inline constexpr const char* SUBGROUP_KERNELS[] = {"rms_norm", "rms_norm_q8", "head_norm_rope"};
 const OpKernel& op_kernel(const std::string& name);
 
 // A card without DenormPreserve for f32 gets two builds of every kernel: the exact one (SOFT_F32,

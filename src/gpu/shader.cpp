@@ -416,6 +416,22 @@ static U32 builtin(uint32_t Shader::*slot, uint32_t which) {
 U32 local_id() { return builtin(&Shader::local_var, BuiltInLocalInvocationId); }
 U32 group_id() { return builtin(&Shader::group_var, BuiltInWorkgroupId); }
 U32 global_id() { return builtin(&Shader::global_var, BuiltInGlobalInvocationId); }
+static U32 subgroup_builtin(uint32_t Shader::*slot, uint32_t which) {
+    Shader& s = cur();
+    s.m.capability(CapabilityGroupNonUniform);
+    if (!(s.*slot)) s.*slot = s.m.builtin_u32(which);
+    return U32(s.m.load(s.m.t_u32(), s.*slot));
+}
+U32 subgroup_id() { return subgroup_builtin(&Shader::subgroup_id_var, BuiltInSubgroupId); }
+U32 num_subgroups() { return subgroup_builtin(&Shader::num_subgroups_var, BuiltInNumSubgroups); }
+U32 subgroup_local_id() { return subgroup_builtin(&Shader::subgroup_local_var, BuiltInSubgroupLocalInvocationId); }
+U32 subgroup_size() { return subgroup_builtin(&Shader::subgroup_size_var, BuiltInSubgroupSize); }
+F64 subgroup_add(F64 x) {
+    Module& m = mod();
+    m.capability(CapabilityGroupNonUniform);
+    m.capability(CapabilityGroupNonUniformArithmetic);
+    return F64(op(OpGroupNonUniformFAdd, type(K::f64), {m.c_u32(ScopeSubgroup), GroupOperationReduce, x.id}));
+}
 
 void barrier() { mod().barrier(); }
 

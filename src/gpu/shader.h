@@ -80,6 +80,9 @@ public:
     bool flush_f32 = false;      // FLUSH_F32, for plain f32 (guarded or not)
     // The card offers shaderIntegerDotProduct: dot4_i8 is one instruction (else integer steps).
     bool int_dot = false;
+    // The card offers subgroup arithmetic in compute shaders (Gpu::subgroup_arithmetic): sums over
+    // a workgroup may reduce each subgroup with subgroup_add first.
+    bool subgroup = false;
     bool has_f64 = false;        // the module declares Float64
     uint32_t guard_flag = 0;     // the function variable (u32) holding the raised sites' bits
     uint32_t site_bit = 1;       // the GuardSite in force (bit 0: none named)
@@ -88,6 +91,7 @@ public:
     uint32_t next_binding = 0;   // one past the highest binding the kernel declared
     int unguarded = 0;           // > 0: values computed and then discarded (see Unguarded)
     uint32_t push_var = 0, local_var = 0, group_var = 0, global_var = 0;  // made on first use
+    uint32_t subgroup_id_var = 0, num_subgroups_var = 0, subgroup_local_var = 0, subgroup_size_var = 0;
     // The module's words (closes main).
     std::vector<uint32_t> finish();
 
@@ -243,6 +247,20 @@ U32 global_id();
 
 // Workgroup execution and memory barrier (in uniform control flow only).
 void barrier();
+
+// Subgroups (SPIR-V 1.3's GroupNonUniform; only for a card whose Gpu::subgroup_arithmetic holds,
+// which Shader::subgroup says). The subgroup's index in the workgroup, the workgroup's number of
+// subgroups, the invocation's index in its subgroup and the subgroup size, each as the card runs
+// the dispatch (the size may differ between cards and between builds of one driver).
+U32 subgroup_id();
+U32 num_subgroups();
+U32 subgroup_local_id();
+U32 subgroup_size();
+// The sum of x over the subgroup's active invocations (OpGroupNonUniformFAdd, Reduce), in the
+// card's own order: not a fixed order, so not for sums whose bits must match the CPU's, and an
+// invocation's result may in principle differ in its last bits from another's (callers that need
+// one value take one invocation's). Declares GroupNonUniform and GroupNonUniformArithmetic.
+F64 subgroup_add(F64 x);
 
 // Structured control flow.
 void if_(Bool c, const std::function<void()>& then_body);

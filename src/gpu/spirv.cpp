@@ -164,6 +164,14 @@ uint32_t Module::builtin_u32x3(uint32_t builtin) {
     return var;
 }
 
+uint32_t Module::builtin_u32(uint32_t builtin) {
+    uint32_t var = id();
+    put(types_, OpVariable, {t_ptr(StorageInput, t_u32()), var, StorageInput});
+    decorate(var, DecorationBuiltIn, {builtin});
+    interface_.push_back(var);
+    return var;
+}
+
 uint32_t Module::workgroup_array(uint32_t elem, uint32_t len) {
     uint32_t var = id();
     put(types_, OpVariable, {t_ptr(StorageWorkgroup, t_array(elem, len)), var, StorageWorkgroup});

@@ -2,8 +2,9 @@
 // at build or run time. A Module keeps SPIR-V's logical sections apart and joins them in the order
 // the specification requires (words()); types and constants are made once and reused. It covers
 // what compute kernels use and no more: scalar and vector types, storage buffers, push constants,
-// the invocation ids, workgroup memory and a control barrier, integer and float arithmetic,
-// GLSL.std.450 extended instructions, and structured selections and loops.
+// the invocation and subgroup ids, workgroup memory and a control barrier, integer and float
+// arithmetic, subgroup sums, GLSL.std.450 extended instructions, and structured selections and
+// loops.
 //
 // Every float multiply, add and subtract and every extended instruction op() emits is decorated
 // NoContraction, so no driver may fuse what the CPU kernels keep separate.
@@ -38,7 +39,7 @@ enum Op : uint16_t {
     OpFOrdGreaterThan = 186, OpFOrdLessThanEqual = 188, OpFOrdGreaterThanEqual = 190,
     OpShiftRightLogical = 194, OpShiftRightArithmetic = 195, OpShiftLeftLogical = 196,
     OpBitwiseOr = 197, OpBitwiseXor = 198, OpBitwiseAnd = 199, OpNot = 200, OpBitFieldUExtract = 203,
-    OpSDotKHR = 4450,
+    OpSDotKHR = 4450, OpGroupNonUniformFAdd = 350,
     OpControlBarrier = 224, OpLoopMerge = 246, OpSelectionMerge = 247, OpLabel = 248,
     OpBranch = 249, OpBranchConditional = 250, OpReturn = 253,
 };
@@ -54,6 +55,8 @@ enum : uint32_t {
     DecorationNoContraction = 42, DecorationNonWritable = 24, DecorationBinding = 33,
     DecorationDescriptorSet = 34, DecorationOffset = 35,
     BuiltInWorkgroupId = 26, BuiltInLocalInvocationId = 27, BuiltInGlobalInvocationId = 28,
+    BuiltInSubgroupSize = 36, BuiltInNumSubgroups = 38, BuiltInSubgroupId = 40, BuiltInSubgroupLocalInvocationId = 41,
+    CapabilityGroupNonUniform = 61, CapabilityGroupNonUniformArithmetic = 63, ScopeSubgroup = 3, GroupOperationReduce = 0,
     ScopeWorkgroup = 2, SemanticsAcquireRelease = 0x8, SemanticsWorkgroupMemory = 0x100,
     SelectionControlNone = 0, LoopControlNone = 0, FunctionControlNone = 0,
     GlslRoundEven = 2, GlslSqrt = 31, GlslFma = 50, GlslUnpackHalf2x16 = 62, GlslFAbs = 4, GlslFMin = 37, GlslFMax = 40, GlslUMin = 38, GlslUMax = 41,
@@ -107,6 +110,7 @@ public:
     // A push-constant block of u32 members at offsets 0, 4, 8, ...; returns the variable.
     uint32_t push_constants(uint32_t count);
     uint32_t builtin_u32x3(uint32_t builtin);   // an Input uvec3 variable (also listed in the entry)
+    uint32_t builtin_u32(uint32_t builtin);     // an Input u32 variable (SubgroupId, NumSubgroups, ...)
     uint32_t workgroup_array(uint32_t elem, uint32_t len);
 
     // The one entry point "main" with a local size of (x, 1, 1). Call before begin_main().

@@ -1000,6 +1000,12 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
     dot.int_dot = true;
     dot.float_modes = keep | sh::DENORM32;
     out.push_back({"q2_0_mat_vec_int_dot.spv", go::op_kernel("q2_0_mat_vec").build(dot)});
+    // The norms with the card's subgroup arithmetic (their workgroup sums).
+    go::Build sub;
+    sub.subgroup = true;
+    sub.expf_fused = go::host_expf_fused();
+    sub.float_modes = keep | sh::DENORM32;
+    for (const char* k : go::SUBGROUP_KERNELS) out.push_back({std::string(k) + "_subgroup.spv", go::op_kernel(k).build(sub)});
     return out;
 }
 

@@ -59,7 +59,8 @@ std::vector<std::string> verify_ops(gpu::Gpu& gpu, const gpu::ops::Build& build,
 size_t workgroup_bytes(const std::vector<uint32_t>& spirv);
 
 // Every op kernel's module for both Fma paths, plain, soft and guarded, by file name ("rms_norm.spv",
-// "rms_norm_fma.spv", "rms_norm_soft.spv", "rms_norm_guarded_fma.spv").
+// "rms_norm_fma.spv", "rms_norm_soft.spv", "rms_norm_guarded_fma.spv"), then the variants that use a
+// card's features: "q2_0_mat_vec_int_dot.spv" and the norms with subgroup arithmetic ("rms_norm_subgroup.spv").
 std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules();
 
 }  // namespace bankml::model
