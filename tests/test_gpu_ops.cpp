@@ -200,21 +200,25 @@ TEST(gpu_op_swiglu_q1_0_q8_bit_exact) { bit_exact("swiglu_q1_0_q8", {"random"});
 TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
 // A card without the packed 8-bit dot product sums a block's products in integer steps: the same
 // bits (the card under test may have the instruction: its build is forced to the steps here).
-TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
-    gpu::Gpu* g = test_gpu();
-    gpu::ops::Build b = card_build(*g);
-    b.int_dot = false;
+// verify_ops of one kernel with build b: every case runs, every case bit-exact.
+static void bit_exact_with(gpu::Gpu& g, const gpu::ops::Build& b, const char* kernel) {
     model::VerifyOpsOptions o;
-    o.only = "q2_0_mat_vec";
+    o.only = kernel;
     std::vector<gpu::kernels::Check> checks;
     o.checks = &checks;
     try {
-        model::verify_ops(*g, b, o);
+        model::verify_ops(g, b, o);
     } catch (const std::exception& e) {
         bt::fail(__FILE__, __LINE__, e.what());
     }
     REQUIRE(!checks.empty());
     for (const auto& c : checks) CHECK(c.bit_exact);
+}
+TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    b.int_dot = false;
+    bit_exact_with(*g, b, "q2_0_mat_vec");
 }
 // The norms' workgroup sums: with the card's subgroup arithmetic (each subgroup reduced, one
 // partial a subgroup added in index order) and with the workgroup tree, both bit-exact on every
@@ -231,17 +235,7 @@ void norms_bit_exact(bool subgroup) {
         bool has_sum = false;
         for (size_t i = 5; i < w.size(); i += w[i] >> 16) has_sum |= (w[i] & 0xffffu) == gpu::spirv::OpGroupNonUniformFAdd;
         CHECK_EQ(has_sum, subgroup);
-        model::VerifyOpsOptions o;
-        o.only = k;
-        std::vector<gpu::kernels::Check> checks;
-        o.checks = &checks;
-        try {
-            model::verify_ops(*g, b, o);
-        } catch (const std::exception& e) {
-            bt::fail(__FILE__, __LINE__, e.what());
-        }
-        REQUIRE(!checks.empty());
-        for (const auto& c : checks) CHECK(c.bit_exact);
+        bit_exact_with(*g, b, k);
     }
 }
 TEST(gpu_op_norms_bit_exact_with_subgroup_sums) { norms_bit_exact(true); }
