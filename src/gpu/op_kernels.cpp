@@ -541,14 +541,6 @@ F32 swiglu_one(F32 g, F32 u) {
 
 // ---------------------------------------------------------------- swiglu_q1_0_q8
 
-// Plain f32 arithmetic (no soft f32, no guard) while one lives: for the Q1_0 product's body, whose
-// nonzero values are multiples of 2^-48 and never subnormal, so every build computes the same bits.
-struct PlainF32 {
-    bool soft = cur().soft_f32, guard = cur().guard_f32;
-    PlainF32() { cur().soft_f32 = cur().guard_f32 = false; }
-    ~PlainF32() { cur().soft_f32 = soft, cur().guard_f32 = guard; }
-};
-
 // The gate and up products of a Q1_0 layer with SwiGLU's output going straight into prep_act's
 // outputs (no dispatch between them, no gate|up vector in memory). The packed matrix holds the
 // gate and up rows in turns of 32 (gate rows 32b.., then up rows 32b..: stack_gate_up), and each
@@ -559,7 +551,7 @@ std::vector<uint32_t> swiglu_q1_0_q8(const Build& b) {
     Shader s(kn::KERNEL_INVOCATIONS, true, b.fma, b.float_modes);
     std::optional<kn::Q1_0Rows> r;
     {
-        PlainF32 plain;
+        PlainF32 plain;  // the products' nonzero values are multiples of 2^-48, never subnormal
         r = kn::q1_0_rows8(b.fma == Fma::native ? kn::FmaPath::native : kn::FmaPath::exact, 2, SWIGLU_Q1_0_AHEAD);
     }
     ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::i32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
@@ -1221,8 +1213,8 @@ Build build_for(const Gpu& card, bool native_fma) {
     const Gpu::FloatControls& fc = card.float_controls();
     // Without DenormPreserve for 32 bits a card may flush f32 subnormals (NVIDIA's does): then
     // every f32 operation goes through double (soft f32).
-    b.float_modes = (fc.denorm32 ? DENORM32 : SOFT_F32) | (fc.denorm64 ? DENORM64 : 0) |
-                    (fc.signed_zero32 ? SIGNED_ZERO32 : 0) | (fc.signed_zero64 ? SIGNED_ZERO64 : 0);
+    b.float_modes = uint32_t(fc.denorm32 ? DENORM32 : SOFT_F32) | (fc.denorm64 ? uint32_t(DENORM64) : 0u) |
+                    (fc.signed_zero32 ? uint32_t(SIGNED_ZERO32) : 0u) | (fc.signed_zero64 ? uint32_t(SIGNED_ZERO64) : 0u);
     return b;
 }
 

@@ -130,6 +130,8 @@ GuardSite::GuardSite(const char* name) : prev(cur().site_bit) {
     cur().sites_used |= cur().site_bit;
 }
 GuardSite::~GuardSite() { cur().site_bit = prev; }
+PlainF32::PlainF32() : soft(cur().soft_f32), guard(cur().guard_f32) { cur().soft_f32 = cur().guard_f32 = false; }
+PlainF32::~PlainF32() { cur().soft_f32 = soft, cur().guard_f32 = guard; }
 void clock_stamps(uint32_t binding) {
     Module& m = mod();
     m.capability(5055);  // ShaderClockKHR

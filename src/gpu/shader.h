@@ -131,6 +131,13 @@ struct Unguarded {
     Unguarded();
     ~Unguarded();
 };
+// While one lives, f32 arithmetic is plain (no soft f32, no guard), whatever the shader's modes: for
+// code whose values are never subnormal (a Q1_0 product's), so that every build gives its bits.
+struct PlainF32 {
+    PlainF32();
+    ~PlainF32();
+    bool soft, guard;
+};
 
 // Constants.
 U32 u32c(uint32_t v);

@@ -218,13 +218,13 @@ float spread(Rng& r, int lo, int hi) {
 constexpr float NORM_EPS = 1e-6f;
 
 // A row whose mean the ordered chain rounds to one float and its exact sum to the other side of
-// a midpoint, so that only the chain's own sum gives the CPU's bits: squares (each added exactly)
-// closing in on n·M from below, M midway between two floats near 1.5 whose norm scales
-// 1/sqrt(mean + eps) differ (so the outputs show which one the mean is), then either squares
-// below half the sum's last place, each dropped by the chain, that together carry the exact sum
-// past n·M ("mean on a boundary"), or squares just above half a last place, each rounded
-// up by the chain, that carry the chain's sum past n·M while the exact sum stays below ("... rounded
-// up"; zeros after them). Random signs.
+// a midpoint, so that only the chain's own sum gives the CPU's bits: squares large enough to stay
+// in the chain closing in on n·M from below, M midway between two floats near 1.5 whose norm
+// scales 1/sqrt(mean + eps) differ (so the outputs show which one the mean is), then either
+// squares below half the sum's last place, each dropped by the chain, that together carry the
+// exact sum past n·M ("mean on a boundary"), or squares just above half a last place, each
+// rounded up by the chain, that carry the chain's sum past n·M while the exact sum stays below
+// ("... rounded up"; zeros after them). Random signs.
 std::vector<float> boundary_row(Rng& r, size_t n, bool up, float eps) {
     float m = 1.5f;
     auto scale = [&](float v) { return 1.0f / sqrtf(v + eps); };
