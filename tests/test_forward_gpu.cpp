@@ -148,6 +148,23 @@ TEST(forward_gpu_split_norm_gives_the_same_bits_with_a_dispatch_more_a_norm) {
     CHECK_EQ(card->gpu_forward()->replays(), card->gpu_forward()->guarded() ? 1u : 0u);
 }
 
+// A Q1_0 layer's gate and up products run as one dispatch with SwiGLU's output quantized in it
+// (swiglu_q1_0_q8); BANKML_GPU_SPLIT_SWIGLU=1 (measuring) records the stacked product, then
+// prep_act with SwiGLU on the way in: a dispatch more a layer, the same bits.
+TEST(forward_gpu_split_swiglu_gives_the_same_bits_with_a_dispatch_more_a_layer) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(4);
+    const auto want = steps(*cpu, p, 5);
+    auto fused = open_model("q1_0", true);
+    REQUIRE(fused->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*fused, p, 5)));
+    bt::EnvScope split("BANKML_GPU_SPLIT_SWIGLU", "1");
+    auto card = open_model("q1_0", true);
+    REQUIRE(card->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*card, p, 5)));
+    CHECK_EQ(card->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + size_t(cpu->hparams().n_layer));
+}
+
 TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
     auto cpu = open_model("q1_0", false);
     auto card = open_model("q1_0", true);
