@@ -98,7 +98,7 @@ public:
         if (size_t need = workgroup_bytes(words); lim.max_shared_bytes < need)
             refuse("needs " + std::to_string(need) + " bytes of workgroup memory, the card offers " +
                    std::to_string(lim.max_shared_bytes));
-        return pipes_.emplace(name, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4)).first->second;
+        return pipes_.emplace(name, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4, go::spec_values(build_))).first->second;
     }
 
     // A buffer holding `w` (at least one word), freed with the runner.
@@ -991,7 +991,6 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
             for (sh::Fma f : {sh::Fma::exact, sh::Fma::native}) {
                 go::Build b;
                 b.fma = f;
-                b.expf_fused = go::host_expf_fused();
                 b.float_modes = m;
                 out.push_back({std::string(k.name) + suffix + (f == sh::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
             }
@@ -1003,7 +1002,6 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
     // The norms with the card's subgroup arithmetic (their workgroup sums).
     go::Build sub;
     sub.subgroup = true;
-    sub.expf_fused = go::host_expf_fused();
     sub.float_modes = keep | sh::DENORM32;
     for (const char* k : go::SUBGROUP_KERNELS) out.push_back({std::string(k) + "_subgroup.spv", go::op_kernel(k).build(sub)});
     return out;
