@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "gpu/compute.h"
 #include "gpu/fma_exact.h"
 #include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
 #include "gpu/shader.h"
 #include "core/f16.h"
 #include "quant/dot.h"
@@ -422,6 +424,31 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     }
     CHECK_EQ(exact_rows, 2 * (1 + std::size(kernels::MAT_VEC8_PERS)));
     CHECK_EQ(native_rows, exact_rows);
+    // Every op kernel of the table has rows with its card time (best <= median, both positive):
+    // the oracle's small shapes, each run bit-exact once and then timed --reps times.
+    CHECK(r.out.find("op kernels: Fma exact") != std::string::npos || r.out.find("op kernels: Fma native") != std::string::npos);
+    CHECK(r.out.find("best and median of 3 runs after one bit-exact run (the oracle's small shapes, random data)") != std::string::npos);
+    CHECK(r.out.find("NOT VERIFIED") == std::string::npos);
+    std::map<std::string, size_t> timed;
+    bool in_table = false;
+    std::istringstream rows(r.out);
+    for (std::string l; std::getline(rows, l);) {
+        if (l.rfind("kernel ", 0) == 0 && l.find("median us") != std::string::npos) { in_table = true; continue; }
+        if (!in_table) continue;
+        if (l.rfind("us: ", 0) == 0) break;
+        std::string name = l.substr(0, 30);
+        name.erase(name.find_last_not_of(' ') + 1);
+        const size_t last = l.find_last_of(' ');
+        const size_t before = l.find_last_not_of(' ', last);
+        const size_t prev = l.find_last_of(' ', before);
+        const double best = std::atof(l.c_str() + prev + 1), median = std::atof(l.c_str() + last + 1);
+        if (l.find("(flagged a subnormal: not timed)") != std::string::npos) continue;
+        if (CHECK_GT(best, 0.0) && CHECK_GE(median, best)) ++timed[name];
+        else std::printf("    %s\n", l.c_str());
+    }
+    for (const auto& k : ops::op_kernels())
+        if (!CHECK_GT(timed[k.name], 0u)) std::printf("    no timed row for %s\n", k.name);
+    CHECK_GE(timed["attention"], 5u);  // each cache length of the oracle
     // A card below the kernels' workgroup limits is refused before anything runs on it.
     auto low = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_LIMITS=128,128,16384 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
     CHECK_EQ(low.code, 2);

@@ -129,10 +129,13 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
 
 }  // namespace
 
-int bench_gpu_main(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"--quick", false}, {"--copy-mib", true}});
-    bool quick = a.has("quick");
+int bench_gpu_main(const std::vector<std::string>& args, const std::function<void(Gpu&, const BenchOptions&)>& more) {
+    cli::Args a(args, {{"--quick", false}, {"--copy-mib", true}, {"--reps", true}});
+    BenchOptions opt;
+    opt.quick = a.has("quick");
+    const bool quick = opt.quick;
     size_t copy_mib = size_t(a.get_int("copy-mib", quick ? 64 : 1024, 1, 1 << 16));
+    opt.reps = int(a.get_int("reps", quick ? 3 : 10, 1, 100000));
     auto sel = selected(discover().devices);
     const Device* card = nullptr;
     for (auto& d : sel)
@@ -226,7 +229,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     std::vector<std::pair<size_t, size_t>> shapes =
         quick ? std::vector<std::pair<size_t, size_t>>{{512, 1024}, {2048, 2048}}
               : std::vector<std::pair<size_t, size_t>>{{d8, d8}, {size_t(m8->ff), d8}, {size_t(m8->vocab), d8}};
-    int reps = quick ? 3 : 10;
+    const int reps = opt.reps;
     // Every kernel, the native-Fma variants too (their rows say whether the bits match on this
     // card; bankml uses them only where verify_q1_0 proved them).
     line("%s\n", kernels::probe_native_fma(g).line.c_str());
@@ -317,6 +320,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
          "card us: median between timestamps around the dispatch (card GB/s from the best); negative: no timestamps.\n");
     for (const std::string& l : shares) line("%s\n", l.c_str());
     if (!quick) products_in_sequence(g, rng);
+    if (more) more(g, opt);
     return 0;
 }
 

@@ -1,13 +1,24 @@
 // `bankml bench gpu`: what the first selected card costs and delivers, beside the CPU kernel —
-// the round trip of one empty dispatch, each Q1_0 kernel's time and effective bandwidth, the
-// card's own device-to-device copy bandwidth, and quant::mat_vec_par on all threads.
+// the round trip of one empty dispatch and the cost of one more inside a recorded sequence, each
+// Q1_0 kernel's time and effective bandwidth, the card's own device-to-device copy bandwidth, and
+// quant::mat_vec_par on all threads; then whatever the caller adds on the same card (bankml's
+// command adds every op kernel's card time, measured through the oracle in model/).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace bankml::gpu {
 
-// Flags: --quick (small shapes and few repetitions, for lavapipe and tests), --copy-mib N.
-int bench_gpu_main(const std::vector<std::string>& args);
+class Gpu;
+
+struct BenchOptions {
+    bool quick = false;  // small shapes and few repetitions, for lavapipe and tests
+    int reps = 10;       // repetitions of each timed kernel (best and median)
+};
+
+// Flags: --quick, --copy-mib N, --reps N (default 10, 3 with --quick). `more` runs last, on the
+// opened card.
+int bench_gpu_main(const std::vector<std::string>& args, const std::function<void(Gpu&, const BenchOptions&)>& more = {});
 
 }  // namespace bankml::gpu
