@@ -61,8 +61,9 @@ static const std::string BENCH_HELP =
     "  kernels [--time S] [--quick]   CPU kernels: reference vs fast vs a ggml-shaped baseline, 1 and all threads\n"
     "  batch   -m FILE [-t N] [--streams 2,4] [-r 4]   decode steps of N streams against one stream\n"
     "  sample  [--vocab 151936] [--draws 100] [-r 3]   a sampling draw: one-pass top-k against the full sort\n"
-    "  gpu     [--quick] [--copy-mib N] [--reps N]   the first selected card: dispatch round trip and cost in a\n"
-    "          sequence, Q1_0 kernels, copy, each op kernel's card time (8B shapes; --quick: small)\n";
+    "  gpu     [--quick] [--copy-mib N] [--reps N] [--json]   the first selected card: dispatch round trip and\n"
+    "          cost in a sequence, Q1_0 kernels, copy, each op kernel's card time (8B shapes; --quick: small);\n"
+    "          --json: the lines on stderr, one JSON document of the results on stdout\n";
 
 const cli::Command bench_command = {"bench", "benchmarks: the pool, memory bandwidth, the kernels, a model", BENCH_HELP.c_str(),
                                     run_bench};

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cmd/bench.h"
+#include "core/json.h"
 #include "gpu/bench.h"
 #include "gpu/compute.h"
 #include "gpu/kernels.h"
@@ -61,19 +62,19 @@ std::string pad(const std::string& s, size_t width) {
     return s + std::string(chars < width ? width - chars : 1, ' ');
 }
 
-void op_kernel_times(gpu::Gpu& g, const gpu::BenchOptions& o) {
+void op_kernel_times(gpu::Gpu& g, const gpu::BenchOptions& o, json::Value& doc) {
     const bool native = gpu::kernels::probe_native_fma(g).native;
     const gpu::ops::Build build = gpu::ops::build_for(g, native);
     const bool guard = gpu::ops::has_guard(gpu::ops::guarded(build));
-    std::printf("op kernels: Fma %s; f32 %s; norms' workgroup sums %s; q2_0 block sums %s; expf %s\n",
+    std::fprintf(o.text, "op kernels: Fma %s; f32 %s; norms' workgroup sums %s; q2_0 block sums %s; expf %s\n",
                 native ? "native (proven by the probe)" : "exact (fma_exact: the card's Fma is not proven)",
                 guard ? "soft (exact build: every f32 operation through double) and guarded (plain f32 with a subnormal flag: rows \"(guarded f32)\")"
                       : "plain (the card preserves f32 subnormals)",
                 build.subgroup ? "by subgroup" : "by a workgroup tree", build.int_dot ? "by the packed 8-bit dot product" : "by integer steps",
                 build.expf_fused ? "fused (the host's)" : "unfused (the host's)");
-    std::printf("card time of each op kernel, best and median of %d runs after one bit-exact run (%s, random data):\n", o.reps,
+    std::fprintf(o.text, "card time of each op kernel, best and median of %d runs after one bit-exact run (%s, random data):\n", o.reps,
                 o.quick ? "the oracle's small shapes" : "the 8B model's shapes");
-    std::fflush(stdout);
+    std::fflush(o.text);
     std::vector<gpu::kernels::Check> checks;
     model::VerifyOpsOptions vo;
     vo.full = !o.quick;
@@ -86,23 +87,47 @@ void op_kernel_times(gpu::Gpu& g, const gpu::BenchOptions& o) {
     } catch (const std::exception& e) {
         failed = e.what();
     }
+    json::Value b = json::Value::object();
+    b.set("fma", native ? "native" : "exact");
+    b.set("f32", guard ? "soft and guarded" : "plain");
+    b.set("subgroup_sums", build.subgroup);
+    b.set("int_dot", build.int_dot);
+    b.set("expf_fused", build.expf_fused);
+    json::Value rows = json::Value::array();
     // One row per kernel, shape and kind of data (the first position or token of each).
     std::set<std::string> seen;
-    std::printf("%s%s%10s %10s\n", pad("kernel", 30).c_str(), pad("shape", 32).c_str(), "best us", "median us");
+    std::fprintf(o.text, "%s%s%10s %10s\n", pad("kernel", 30).c_str(), pad("shape", 32).c_str(), "best us", "median us");
     for (const auto& c : checks) {
         if (!c.bit_exact || shown(c.name, c.shape, o.quick)) {
             const std::string kind = kind_of(c.shape), dims = dims_of(c.shape);
             if (!seen.insert(c.name + "|" + dims + "|" + kind).second) continue;
             const std::string shape = probe(c.name) ? dims + " floats" : dims + " (" + kind + ")";
             const std::string head = pad(c.name, 30) + pad(shape, 32);
-            if (!c.bit_exact) std::printf("%s%10s %10s  (BITS DIFFER FROM THE CPU: %s)\n", head.c_str(), "-", "-", c.shape.c_str());
-            else if (c.reps == 0) std::printf("%s%10s %10s  (flagged a subnormal: not timed)\n", head.c_str(), "-", "-");
-            else std::printf("%s%10.1f %10.1f\n", head.c_str(), c.card_us_best, c.card_us_median);
+            json::Value r = json::Value::object();
+            r.set("name", c.name);
+            r.set("shape", shape);
+            r.set("bit_exact", c.bit_exact);
+            if (c.reps) {
+                r.set("best_us", c.card_us_best);
+                r.set("median_us", c.card_us_median);
+                r.set("reps", c.reps);
+            }
+            rows.push(std::move(r));
+            if (!c.bit_exact) std::fprintf(o.text, "%s%10s %10s  (BITS DIFFER FROM THE CPU: %s)\n", head.c_str(), "-", "-", c.shape.c_str());
+            else if (c.reps == 0) std::fprintf(o.text, "%s%10s %10s  (flagged a subnormal: not timed)\n", head.c_str(), "-", "-");
+            else std::fprintf(o.text, "%s%10.1f %10.1f\n", head.c_str(), c.card_us_best, c.card_us_median);
         }
     }
-    if (!failed.empty()) std::printf("op kernels NOT VERIFIED on this card: %s\n", failed.c_str());
-    std::printf("us: between timestamps around the dispatch on the card (negative: the queue has no timestamps).\n");
-    std::fflush(stdout);
+    if (!failed.empty()) std::fprintf(o.text, "op kernels NOT VERIFIED on this card: %s\n", failed.c_str());
+    json::Value ok = json::Value::object();
+    ok.set("build", std::move(b));
+    ok.set("shapes", o.quick ? "small" : "8b");
+    ok.set("verified", failed.empty());
+    if (!failed.empty()) ok.set("reason", failed);
+    ok.set("rows", std::move(rows));
+    doc.set("op_kernels", std::move(ok));
+    std::fprintf(o.text, "us: between timestamps around the dispatch on the card (negative: the queue has no timestamps).\n");
+    std::fflush(o.text);
 }
 
 }  // namespace
