@@ -167,7 +167,7 @@ public:
             if (!diff.empty() && flagged_) {
                 // The guard saw a subnormal: the forward pass would not use these outputs (it runs
                 // the exact build instead), so a difference here is allowed.
-                if (opt_.checks) opt_.checks->push_back({kernel + guard_suffix(), shape, words, true, ms});
+                if (opt_.checks) opt_.checks->push_back(timed({kernel + guard_suffix(), shape, words, true, ms}));
                 lines.push_back(kernel + guard_suffix() + " " + shape + ": flagged a subnormal (the exact build runs instead), raised in " + flag_sites_);
                 ++flagged_checks;
                 return;
@@ -187,10 +187,11 @@ public:
         if (flagged_) ++flagged_checks;
         else if (go::has_guard(build_) && shape.find("(random") != std::string::npos) ++random_unflagged;
     }
-    // With time_reps: the last dispatch run again that many times (its outputs checked already), its
-    // card times in c. Not for a flagged run (its outputs are not used).
+    // With time_reps: the last dispatch run again that many times (its outputs checked already, or
+    // flagged), its card times in c.
     gpu::kernels::Check timed(gpu::kernels::Check c) {
-        if (opt_.time_reps <= 0 || flagged_ || !last_.pipe || (opt_.time_if && !opt_.time_if(c.name, c.shape))) return c;
+        c.flagged = flagged_;
+        if (opt_.time_reps <= 0 || !last_.pipe || (opt_.time_if && !opt_.time_if(c.name, c.shape))) return c;
         std::vector<double> t;
         for (int i = 0; i < opt_.time_reps; ++i) {
             gpu_.run(*last_.pipe, last_.bufs, last_.push, last_.groups);

@@ -47,8 +47,9 @@ struct VerifyOpsOptions {
     std::string only;
     // Receives every kernel and shape run, in order (the failing one last, bit_exact false).
     std::vector<gpu::kernels::Check>* checks = nullptr;
-    // Measuring (bankml bench gpu): each dispatch whose outputs passed (bit-exact and unflagged) is
-    // run this many times more on the same buffers, and its card time goes into its Check.
+    // Measuring (bankml bench gpu): each dispatch whose outputs passed (bit-exact, or flagged in the
+    // guarded build) is run this many times more on the same buffers, and its card time goes into
+    // its Check.
     int time_reps = 0;
     // Which checks to time (by kernel and shape, as their Check names them); all when empty.
     std::function<bool(const std::string& kernel, const std::string& shape)> time_if;
