@@ -10,12 +10,14 @@
 # the whole token on the card, with the per-shape share, and on the CPU alone, in one run each;
 # the rests of BANKML_GPU_LIMIT=0.5 beside them), norm (8B Q1_0's norms as one rms_norm_q8
 # dispatch against rms_norm then prep_act, BANKML_GPU_SPLIT_NORM=1: logits against the CPU's,
-# decode rates alternating twice, each step alone) (default: all of them). LLAMA_BENCH, when
+# decode rates alternating twice, each step alone), ops (bankml bench gpu --reps 20: every op
+# kernel's card time on the 8B shapes, best and median, after the dispatch and Q1_0 tables)
+# (default: all of them). LLAMA_BENCH, when
 # set, is a llama-bench binary run on the same files. Models are written to $MODELS (default
 # /tmp/bankml-models) once.
 set -u
 out=${1:-/tmp/bankml-measure}
-parts=${2:-basics,verify,check,speed,profile,share,norm}
+parts=${2:-basics,verify,check,speed,profile,share,norm,ops}
 models=${MODELS:-/tmp/bankml-models}
 mkdir -p "$out" "$models"
 bin=${BANKML:-./bankml}
@@ -110,4 +112,11 @@ if has norm; then
     BANKML_GPU_SPLIT_NORM=$split BANKML_GPU_PROFILE=2 "$bin" run -m "$m" --tokens 1,2,3,4 -n 32 2>&1 |
       grep -E "rms_norm|prep_act|total|whole token" | tee -a "$out/summary.txt"
   done
+fi
+
+if has ops; then
+  log "bench gpu --reps 20: each op kernel's card time (8B shapes)"
+  "$bin" bench gpu --reps 20 >"$out/bench-gpu-ops.txt" 2>&1; echo "exit $?" >>"$out/bench-gpu-ops.txt"
+  sed -n '/^op kernels: /,/^us: /p' "$out/bench-gpu-ops.txt" | tee -a "$out/summary.txt"
+  tail -1 "$out/bench-gpu-ops.txt" | tee -a "$out/summary.txt"
 fi

@@ -1,14 +1,17 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <sstream>
 
 #include "cmd/gpu_verify.h"
 #include "core/error.h"
+#include "core/json.h"
 #include "gpu/compute.h"
 #include "gpu/fma_exact.h"
 #include "gpu/kernels.h"
+#include "gpu/op_kernels.h"
 #include "gpu/shader.h"
 #include "core/f16.h"
 #include "quant/dot.h"
@@ -393,21 +396,23 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     bool lavapipe = false;
     for (auto& dev : Gpu::devices()) lavapipe |= dev.kind == Kind::Cpu;
     if (!lavapipe) SKIP("gpu", "no software renderer here to run the benchmark on");
-    auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
+    // --json: the text on stderr, one JSON document on stdout.
+    auto r = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_THREADS=2 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8 --json");
     CHECK_EQ(r.code, 0);
-    CHECK(r.out.find("empty dispatch round trip") != std::string::npos);
-    CHECK(r.out.find("device copy 8 MiB") != std::string::npos);
-    CHECK(r.out.find("shader copy 8 MiB") != std::string::npos);
-    CHECK(r.out.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
-    CHECK(r.out.find("2048x2048        cpu mat_vec_par") != std::string::npos);
+    const std::string& text = r.err;
+    CHECK(text.find("empty dispatch round trip") != std::string::npos);
+    CHECK(text.find("device copy 8 MiB") != std::string::npos);
+    CHECK(text.find("shader copy 8 MiB") != std::string::npos);
+    CHECK(text.find("2048x2048        q1_0_mat_vec8") != std::string::npos);
+    CHECK(text.find("2048x2048        cpu mat_vec_par") != std::string::npos);
     // The bench data has random f16 scales, on which a fused and an unfused multiply-add differ: the
     // fma_exact kernels must give the CPU's bits on every row; the native ones only where the probe
     // proved this card's Fma fused (lavapipe's is not: there every native row must differ, which
     // shows the data can tell the two apart).
-    const bool native = r.out.find("— native Fma proven") != std::string::npos;
-    CHECK(native || r.out.find("— native Fma refused") != std::string::npos);
+    const bool native = text.find("— native Fma proven") != std::string::npos;
+    CHECK(native || text.find("— native Fma refused") != std::string::npos);
     size_t exact_rows = 0, native_rows = 0;
-    std::istringstream lines(r.out);
+    std::istringstream lines(text);
     for (std::string l; std::getline(lines, l);) {
         if (l.rfind("512x1024", 0) != 0 && l.rfind("2048x2048", 0) != 0) continue;
         if (l.find("cpu mat_vec_par") != std::string::npos) continue;
@@ -422,6 +427,63 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     }
     CHECK_EQ(exact_rows, 2 * (1 + std::size(kernels::MAT_VEC8_PERS)));
     CHECK_EQ(native_rows, exact_rows);
+    // Every op kernel of the table has rows with its card time (best <= median, both positive):
+    // the oracle's small shapes, each run bit-exact once and then timed --reps times.
+    CHECK(text.find("op kernels: Fma exact") != std::string::npos || text.find("op kernels: Fma native") != std::string::npos);
+    CHECK(text.find("best and median of 3 runs after one bit-exact run (the oracle's small shapes, random data)") != std::string::npos);
+    CHECK(text.find("NOT VERIFIED") == std::string::npos);
+    std::map<std::string, size_t> timed;
+    size_t flagged = 0;  // guarded runs that raised the flag, timed all the same
+    bool in_table = false;
+    std::istringstream rows(text);
+    for (std::string l; std::getline(rows, l);) {
+        if (l.rfind("kernel ", 0) == 0 && l.find("median us") != std::string::npos) { in_table = true; continue; }
+        if (!in_table) continue;
+        if (l.rfind("us: ", 0) == 0) break;
+        std::string name = l.substr(0, 30);
+        name.erase(name.find_last_not_of(' ') + 1);
+        flagged += l.find("  (flagged a subnormal: the exact build would run)") != std::string::npos;
+        l = l.substr(0, l.find("  ("));  // the numbers end the row, before any remark
+        const size_t last = l.find_last_of(' ');
+        const size_t before = l.find_last_not_of(' ', last);
+        const size_t prev = l.find_last_of(' ', before);
+        const double best = std::atof(l.c_str() + prev + 1), median = std::atof(l.c_str() + last + 1);
+        if (CHECK_GT(best, 0.0) && CHECK_GE(median, best)) ++timed[name];
+        else std::printf("    %s\n", l.c_str());
+    }
+    for (const auto& k : ops::op_kernels())
+        if (!CHECK_GT(timed[k.name], 0u)) std::printf("    no timed row for %s\n", k.name);
+    CHECK_GE(timed["attention"], 5u);  // each cache length of the oracle
+    // lavapipe needs soft f32: the guarded builds have rows too, the probes' batches flagged.
+    if (text.find("f32 soft") != std::string::npos) {
+        CHECK_GT(timed["attention (guarded f32)"], 0u);
+        CHECK_GT(flagged, 0u);
+    }
+    // The same rows in the JSON document.
+    bankml::json::Value doc;
+    try {
+        doc = bankml::json::parse(r.out);
+    } catch (const std::exception& e) {
+        bt::fail(__FILE__, __LINE__, std::string("bench gpu --json: ") + e.what());
+        return;
+    }
+    CHECK(doc["device"].is_string());
+    CHECK_GT(doc["empty_dispatch"]["median_us"].as_double(), 0.0);
+    CHECK(doc["extra_dispatch_in_sequence"]["after_barrier_us"].is_number());
+    CHECK_EQ(doc["q1_0"].size(), 2 * (1 + 2 * (1 + std::size(kernels::MAT_VEC8_PERS))));  // two shapes: the CPU and every kernel
+    const bankml::json::Value& ok = doc["op_kernels"];
+    CHECK(ok["verified"].as_bool());
+    CHECK_EQ(ok["shapes"].as_string(), std::string("small"));
+    CHECK(ok["build"]["fma"].is_string() && ok["build"]["expf_fused"].is_bool());
+    std::map<std::string, size_t> in_json;
+    for (const bankml::json::Value& row : ok["rows"].as_array()) {
+        CHECK(row["bit_exact"].as_bool());
+        CHECK_GT(row["best_us"].as_double(), 0.0);
+        CHECK_GE(row["median_us"].as_double(), row["best_us"].as_double());
+        CHECK_EQ(row["reps"].as_int(), 3);
+        ++in_json[row["name"].as_string()];
+    }
+    CHECK(in_json == timed);
     // A card below the kernels' workgroup limits is refused before anything runs on it.
     auto low = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_LIMITS=128,128,16384 " + bt::bankml_bin() + " bench gpu --quick --copy-mib 8");
     CHECK_EQ(low.code, 2);

@@ -155,7 +155,7 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
     };
     auto pipe = [&](const char* name) {
         const gpu::ops::OpKernel& k = gpu::ops::op_kernel(name);
-        return g->pipeline(k.build(b), gpu::ops::bindings(k, b), k.push_words * 4);
+        return g->pipeline(k.build(b), gpu::ops::bindings(k, b), k.push_words * 4, gpu::ops::spec_values(b));
     };
     gpu::Pipeline norm = pipe("rms_norm"), prep = pipe("prep_act"), norm_q8 = pipe("rms_norm_q8");
     const std::vector<uint32_t> push{n, w_off, std::bit_cast<uint32_t>(eps), 1u};
@@ -246,6 +246,61 @@ TEST(gpu_op_attention_bit_exact) { bit_exact("attention", {"random", "equal scor
 TEST(gpu_op_attention_q8_bit_exact) { bit_exact("attention_q8", {"random", "equal scores", "rise and fall", "large scores", "cancelling"}); }
 TEST(gpu_op_swiglu_bit_exact) { bit_exact("swiglu", {"random", "large gates", "subnormal gates"}); }
 TEST(gpu_op_expf_bit_exact) { bit_exact("expf", {"specials, boundaries, every exponent"}); }
+// expf's module holds glibc's fused and unfused sequences; the specialisation constant
+// SPEC_EXPF_FUSED picks one per pipeline. Both pipelines of the one module, each against the C++
+// twin of its own sequence, on the inputs where the two differ and on random bits; the host's
+// variant is the verify test's (gpu_op_expf_bit_exact).
+TEST(gpu_op_expf_both_sequences_by_specialisation_constant) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    const gpu::ops::OpKernel& k = gpu::ops::op_kernel("expf");
+    gpu::ops::Build fused = b, unfused = b;
+    fused.expf_fused = true;
+    unfused.expf_fused = false;
+    const std::vector<uint32_t> words = k.build(fused);
+    CHECK(words == k.build(unfused));  // one module: the variant is not in its words
+    // The constant, as the module declares it: a bool of SpecId SPEC_EXPF_FUSED, default true.
+    bool spec_true = false, spec_id = false;
+    for (size_t i = 5; i < words.size(); i += words[i] >> 16) {
+        const uint16_t op = uint16_t(words[i] & 0xffff);
+        spec_true |= op == gpu::spirv::OpSpecConstantTrue;
+        spec_id |= op == gpu::spirv::OpDecorate && words[i + 2] == gpu::spirv::DecorationSpecId && words[i + 3] == gpu::ops::SPEC_EXPF_FUSED;
+    }
+    CHECK(spec_true && spec_id);
+    std::vector<uint32_t> x;
+    for (uint32_t c : {0x4202422fu, 0x00000000u, 0x7fc00001u, std::bit_cast<uint32_t>(-0x1.9d1d9ep6f), std::bit_cast<uint32_t>(0x1.62e42ep6f)})
+        for (int d = -4; d <= 4; ++d) x.push_back(c + uint32_t(d));
+    std::mt19937_64 rng(13);
+    while (x.size() < (size_t(1) << 16)) x.push_back(uint32_t(rng()));
+    auto run = [&](const gpu::ops::Build& with) {
+        gpu::Pipeline p = g->pipeline(words, gpu::ops::bindings(k, with), k.push_words * 4, gpu::ops::spec_values(with));
+        gpu::Buffer in = g->upload<uint32_t>(x), out = g->readback_buffer(x.size() * 4);
+        const gpu::Buffer* bufs[] = {&in, &out};
+        g->run(p, bufs, std::vector<uint32_t>{uint32_t(x.size())}, uint32_t((x.size() + 255) / 256));
+        std::vector<uint32_t> y(x.size());
+        std::memcpy(y.data(), out.mapped, y.size() * 4);
+        g->free(in);
+        g->free(out);
+        return y;
+    };
+    const std::vector<uint32_t> yf = run(fused), yu = run(unfused);
+    size_t wrong_f = 0, wrong_u = 0, differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const float xi = std::bit_cast<float>(x[i]);
+        wrong_f += yf[i] != std::bit_cast<uint32_t>(gpu::ops::expf_libm_ref(xi, true));
+        wrong_u += yu[i] != std::bit_cast<uint32_t>(gpu::ops::expf_libm_ref(xi, false));
+        differ += yf[i] != yu[i];
+    }
+    CHECK_EQ(wrong_f, 0u);
+    CHECK_EQ(wrong_u, 0u);
+    CHECK_GT(differ, 0u);  // each pipeline took its own sequence
+    CHECK(yf[4] != yu[4]);  // 0x4202422f, where glibc's two builds differ
+    if (gpu::Gpu::validation_enabled()) {
+        auto msgs = gpu::Gpu::validation_messages();
+        for (auto& m : msgs) std::printf("    validation: %s\n", m.c_str());
+        CHECK_EQ(msgs.size(), 0u);
+    }
+}
 TEST(gpu_op_f16_round_bit_exact) { bit_exact("f16_round", {"every f16, ties, boundaries, every exponent"}); }
 // The token's embedding row: every code, subnormal and special scales (±0, the largest, ±infinity,
 // NaN), every f16; tokens pushed and read from the state buffer; a token past the rows writes nothing.

@@ -47,6 +47,31 @@ TEST(types_and_constants_are_made_once) {
     CHECK_EQ(m.t_ptr(sp::StorageInput, m.t_u32()), m.t_ptr(sp::StorageInput, m.t_u32()));
 }
 
+TEST(specialisation_constants_are_made_once_per_spec_id) {
+    sp::Module m;
+    const uint32_t b = m.spec_bool(3, true), u = m.spec_u32(4, 64);
+    CHECK_EQ(m.spec_bool(3, true), b);
+    CHECK_EQ(m.spec_u32(4, 64), u);
+    CHECK_NE(b, m.c_bool(true));  // never shared with a plain constant
+    CHECK_NE(u, m.c_u32(64));
+    CHECK_THROWS(m.spec_bool(3, false), "SpecId 3 is a bool true, asked again as a bool false");
+    CHECK_THROWS(m.spec_u32(3, 1), "SpecId 3 is a bool true, asked again as a u32 1");
+    m.entry_point(1);
+    m.begin_main();
+    m.end_main();
+    const std::vector<uint32_t> w = m.words();
+    // OpSpecConstantTrue %bool %b; OpSpecConstant %u32 %u 64; each decorated SpecId.
+    bool t = false, c = false, dt = false, du = false;
+    for (size_t i = 5; i < w.size(); i += w[i] >> 16) {
+        const uint16_t op = uint16_t(w[i] & 0xffff);
+        t |= op == sp::OpSpecConstantTrue && w[i + 1] == m.t_bool() && w[i + 2] == b;
+        c |= op == sp::OpSpecConstant && w[i + 1] == m.t_u32() && w[i + 2] == u && w[i + 3] == 64u;
+        dt |= op == sp::OpDecorate && w[i + 1] == b && w[i + 2] == sp::DecorationSpecId && w[i + 3] == 3u;
+        du |= op == sp::OpDecorate && w[i + 1] == u && w[i + 2] == sp::DecorationSpecId && w[i + 3] == 4u;
+    }
+    CHECK(t && c && dt && du);
+}
+
 // Walks the instructions of a module: (opcode, operand words).
 static std::vector<std::pair<uint16_t, std::vector<uint32_t>>> instructions(const std::vector<uint32_t>& w) {
     std::vector<std::pair<uint16_t, std::vector<uint32_t>>> out;

@@ -4,7 +4,6 @@
 
 #include "cmd/commands.h"
 #include "core/error.h"
-#include "gpu/bench.h"
 #include "model/products.h"
 #include "par/bench.h"
 #include "quant/bench.h"
@@ -27,7 +26,7 @@ static const SubBench BENCHES[] = {
     {"kernels", "CPU kernels: Q1_0/Q2_0/F16 products, reference vs fast, 1 vs all threads", run_kernels},
     {"batch", "a decode step of N streams (serve --parallel N) against a one-stream step, on the CPU", run_batch_bench},
     {"sample", "one draw of the default sampling chain on a large vocabulary, one-pass top-k against the full sort", run_sample_bench},
-    {"gpu", "empty-dispatch round trip, Q1_0 kernels and copy bandwidth on the first card, beside the CPU", gpu::bench_gpu_main},
+    {"gpu", "dispatch costs, Q1_0 kernels beside the CPU, copy bandwidth and every op kernel's card time on the first card", run_gpu_bench},
 };
 
 static int run_bench(const std::vector<std::string>& args) {
@@ -62,7 +61,9 @@ static const std::string BENCH_HELP =
     "  kernels [--time S] [--quick]   CPU kernels: reference vs fast vs a ggml-shaped baseline, 1 and all threads\n"
     "  batch   -m FILE [-t N] [--streams 2,4] [-r 4]   decode steps of N streams against one stream\n"
     "  sample  [--vocab 151936] [--draws 100] [-r 3]   a sampling draw: one-pass top-k against the full sort\n"
-    "  gpu     [--quick] [--copy-mib N]   the first selected card: dispatch round trip, Q1_0 kernels, copy\n";
+    "  gpu     [--quick] [--copy-mib N] [--reps N] [--json]   the first selected card: dispatch round trip and\n"
+    "          cost in a sequence, Q1_0 kernels, copy, each op kernel's card time (8B shapes; --quick: small);\n"
+    "          --json: the lines on stderr, one JSON document of the results on stdout\n";
 
 const cli::Command bench_command = {"bench", "benchmarks: the pool, memory bandwidth, the kernels, a model", BENCH_HELP.c_str(),
                                     run_bench};

@@ -18,5 +18,7 @@ int run_model_bench(const std::vector<std::string>& args);
 int run_batch_bench(const std::vector<std::string>& args);
 // `bankml bench sample ...`: a sampling draw's cost, one-pass top-k against the full sort (bench_sample.cpp).
 int run_sample_bench(const std::vector<std::string>& args);
+// `bankml bench gpu ...`: gpu/bench.h's measurements, then every op kernel's card time (bench_gpu.cpp).
+int run_gpu_bench(const std::vector<std::string>& args);
 
 }  // namespace bankml::cmd

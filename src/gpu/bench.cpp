@@ -60,16 +60,18 @@ std::vector<uint32_t> copy_kernel() {
     return m.words();
 }
 
+FILE* g_text = stdout;  // stderr with --json
+
 void line(const char* fmt, auto... args) {
-    std::printf(fmt, args...);
-    std::fflush(stdout);  // partial results survive a time limit
+    std::fprintf(g_text, fmt, args...);
+    std::fflush(g_text);  // partial results survive a time limit
 }
 
 // The Q1_0 products as a decode token runs them: one recorded sequence of many products, each after
 // a barrier, each reading its own copy of the weights (together several times the card's L2, so
 // the weights come from memory, as a token's do). Card time per product, for the 8B model's layer
 // shapes and output matrix, with each kernel variant.
-void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
+void products_in_sequence(Gpu& g, std::mt19937_64& rng, json::Value& rows) {
     const ModelShape* m8 = model_shape("8b");
     const size_t E = size_t(m8->embd), FF = size_t(m8->ff), NQ = size_t(m8->heads) * size_t(m8->head_dim),
                  KV = size_t(m8->kv_heads) * size_t(m8->head_dim);
@@ -118,6 +120,12 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
             }
             g.free(seq);
             const double each = median(t) / double(copies);
+            json::Value r = json::Value::object();
+            r.set("matrix", sh.what);
+            r.set("shape", shape);
+            r.set("kernel", v.name);
+            r.set("card_us", each);
+            rows.push(std::move(r));
             line("%-8s %-12s %-32s %10.2f %10.1f%s\n", sh.what, shape, v.name.c_str(), each, double(wbytes) / each / 1e3,
                  v.per == kernels::mat_vec8_per(sh.rows) ? "" : "  (not the forward pass's rows per invocation)");
         }
@@ -129,16 +137,28 @@ void products_in_sequence(Gpu& g, std::mt19937_64& rng) {
 
 }  // namespace
 
-int bench_gpu_main(const std::vector<std::string>& args) {
-    cli::Args a(args, {{"--quick", false}, {"--copy-mib", true}});
-    bool quick = a.has("quick");
+int bench_gpu_main(const std::vector<std::string>& args, const BenchMore& more) {
+    cli::Args a(args, {{"--quick", false}, {"--copy-mib", true}, {"--reps", true}, {"--json", false}});
+    BenchOptions opt;
+    opt.quick = a.has("quick");
+    opt.json = a.has("json");
+    opt.text = g_text = opt.json ? stderr : stdout;
+    json::Value doc = json::Value::object();
+    auto emit = [&] {
+        if (opt.json) std::fputs((json::write(doc, 2) + "\n").c_str(), stdout);
+        std::fflush(stdout);
+    };
+    const bool quick = opt.quick;
     size_t copy_mib = size_t(a.get_int("copy-mib", quick ? 64 : 1024, 1, 1 << 16));
+    opt.reps = int(a.get_int("reps", quick ? 3 : 10, 1, 100000));
     auto sel = selected(discover().devices);
     const Device* card = nullptr;
     for (auto& d : sel)
         if (d.backend == "vulkan" && !card) card = &d;
     if (!card) {
         line("bankml bench gpu: no usable GPU found (BANKML_GPU_ALLOW_SOFTWARE=1 allows lavapipe)\n");
+        doc.set("device", json::Value());
+        emit();
         return 0;
     }
     auto t_open = Clock::now();
@@ -148,6 +168,10 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     if (std::string why = kernels::limits_problem(lim.max_invocations, lim.max_size_x, lim.max_shared_bytes); !why.empty())
         throw Error(g.name() + ": " + why + "; bankml refuses the card rather than dispatch past its limits", 2);
     par::Pool pool = par::Pool::from_env();
+    doc.set("device", g.name());
+    doc.set("device_index", card->backend_index);
+    doc.set("cpu_threads", pool.threads());
+    doc.set("reps", opt.reps);
     line("card: %s (device %u), buffers in %s memory; CPU: %d threads; opened in %.0f ms\n", g.name().c_str(),
          card->backend_index, g.device_local_buffers() ? "device-local host-visible" : "host-visible (system)",
          pool.threads(), since_us(t_open) / 1000);
@@ -164,6 +188,12 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         }
         line("empty dispatch round trip (submit + wait): median %.1f us, best %.1f us over %d runs; on the card %.1f us\n",
              median(t), *std::min_element(t.begin(), t.end()), runs, median(dev));
+        json::Value e = json::Value::object();
+        e.set("median_us", median(t));
+        e.set("best_us", *std::min_element(t.begin(), t.end()));
+        e.set("card_us", median(dev));
+        doc.set("empty_dispatch", std::move(e));
+        json::Value seq = json::Value::object();
         // What one more dispatch costs inside a recorded sequence, with and without a barrier
         // before it: a sequence of n empty dispatches against one of 1, card time.
         for (bool after : {true, false}) {
@@ -177,9 +207,11 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             }
             line("sequence of %zu empty dispatches %s: %.2f us per extra dispatch on the card (one alone: %.1f us)\n", n,
                  after ? "each after a barrier" : "without barriers", (median(dn) - median(d1)) / double(n - 1), median(d1));
+            seq.set(after ? "after_barrier_us" : "without_barrier_us", (median(dn) - median(d1)) / double(n - 1));
             g.free(s1);
             g.free(sn);
         }
+        doc.set("extra_dispatch_in_sequence", std::move(seq));
     }
 
     // 2. Device-to-device copy bandwidth (read + write counted).
@@ -211,6 +243,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         best = *std::min_element(t.begin(), t.end());
         double dbest = *std::min_element(dev.begin(), dev.end());
         if (dbest > 0) copy_card_gbs = 2.0 * double(bytes) / dbest / 1e3;
+        doc.set("shader_copy_card_gbs", copy_card_gbs);
         line("shader copy %zu MiB (16-byte loads and stores, submit + wait): best %.3f ms = %.1f GB/s read+write; "
              "on the card %.3f ms = %.1f GB/s\n", copy_mib, best / 1000, 2.0 * double(bytes) / best / 1e3, dbest / 1000,
              dbest > 0 ? 2.0 * double(bytes) / dbest / 1e3 : 0.0);
@@ -226,7 +259,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     std::vector<std::pair<size_t, size_t>> shapes =
         quick ? std::vector<std::pair<size_t, size_t>>{{512, 1024}, {2048, 2048}}
               : std::vector<std::pair<size_t, size_t>>{{d8, d8}, {size_t(m8->ff), d8}, {size_t(m8->vocab), d8}};
-    int reps = quick ? 3 : 10;
+    const int reps = opt.reps;
     // Every kernel, the native-Fma variants too (their rows say whether the bits match on this
     // card; bankml uses them only where verify_q1_0 proved them).
     line("%s\n", kernels::probe_native_fma(g).line.c_str());
@@ -251,6 +284,17 @@ int bench_gpu_main(const std::vector<std::string>& args) {
         }
     line("%-16s %-20s %10s %10s %8s %12s %10s\n", "shape", "kernel", "median ms", "best ms", "GB/s", "card us", "card GB/s");
     std::vector<std::string> shares;  // q1_0_mat_vec8 on the largest shape against the copy
+    json::Value q1_rows = json::Value::array();
+    auto q1_row = [&](const char* shape, const std::string& kernel, double med_ms, double best_ms, double card_us, bool same) {
+        json::Value r = json::Value::object();
+        r.set("shape", shape);
+        r.set("kernel", kernel);
+        r.set("median_ms", med_ms);
+        r.set("best_ms", best_ms);
+        if (card_us >= 0) r.set("card_us", card_us);
+        r.set("bit_exact", same);
+        q1_rows.push(std::move(r));
+    };
     std::mt19937_64 rng(42);
     for (auto [rows, cols] : shapes) {
         size_t wbytes = rows * cols / quant::QK1_0 * sizeof(quant::BlockQ1_0);
@@ -278,6 +322,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
             double best = *std::min_element(t.begin(), t.end());
             line("%-16s %-20s %10.3f %10.3f %8.1f\n", shape, "cpu mat_vec_par", median(t) / 1000, best / 1000,
                  double(wbytes) / best / 1e3);
+            q1_row(shape, "cpu mat_vec_par", median(t) / 1000, best / 1000, -1, true);
         };
         bench_cpu();
         auto pw = kernels::pack_q1_0(w, rows, cols);
@@ -302,6 +347,7 @@ int bench_gpu_main(const std::vector<std::string>& args) {
                  median(t) / 1000, best / 1000, double(wbytes) / best / 1e3, median(dev),
                  dev_best > 0 ? double(wbytes) / dev_best / 1e3 : 0.0, same ? "" : "  (BITS DIFFER FROM THE CPU)",
                  k.eight && k.per == kernels::mat_vec8_per(rows) ? "  <- q1_0_mat_vec8 uses this for the shape" : "");
+            q1_row(shape, kernels::kernel_name(k.eight, k.path, k.per), median(t) / 1000, best / 1000, median(dev), same);
             if (rows == shapes.back().first && k.eight && k.per == kernels::mat_vec8_per(rows) && copy_card_gbs > 0 && median(dev) > 0) {
                 double med = double(wbytes) / median(dev) / 1e3, top = double(wbytes) / dev_best / 1e3;
                 char l[256];
@@ -316,7 +362,14 @@ int bench_gpu_main(const std::vector<std::string>& args) {
     line("GB/s: Q1_0 weight bytes (rows·cols/128·18) / best time. ms: submit + wait on the host;\n"
          "card us: median between timestamps around the dispatch (card GB/s from the best); negative: no timestamps.\n");
     for (const std::string& l : shares) line("%s\n", l.c_str());
-    if (!quick) products_in_sequence(g, rng);
+    doc.set("q1_0", std::move(q1_rows));
+    if (!quick) {
+        json::Value rows = json::Value::array();
+        products_in_sequence(g, rng, rows);
+        doc.set("products_in_sequence", std::move(rows));
+    }
+    if (more) more(g, opt, doc);
+    emit();
     return 0;
 }
 

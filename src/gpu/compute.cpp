@@ -569,9 +569,24 @@ void Gpu::free(Buffer& b) {
     b = Buffer{};
 }
 
-Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes) {
+Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes, std::span<const SpecValue> spec) {
     Impl& d = *d_;
     if (spirv.size() < 5 || spirv[0] != 0x07230203u) throw Error("Gpu::pipeline: the SPIR-V is empty or has no header");
+    // Each constant's 4 bytes at 4·i of the data.
+    std::vector<VkSpecializationMapEntry> entries(spec.size());
+    std::vector<uint32_t> values(spec.size());
+    for (size_t i = 0; i < spec.size(); ++i) {
+        for (size_t j = 0; j < i; ++j)
+            if (spec[j].id == spec[i].id)
+                throw Error("Gpu::pipeline: specialisation constant " + std::to_string(spec[i].id) + " given twice");
+        entries[i] = {spec[i].id, uint32_t(4 * i), 4};
+        values[i] = spec[i].value;
+    }
+    VkSpecializationInfo spi{};
+    spi.mapEntryCount = uint32_t(entries.size());
+    spi.pMapEntries = entries.data();
+    spi.dataSize = values.size() * 4;
+    spi.pData = values.data();
     Impl::Pipe p{};
     p.bindings = bindings;
     p.push_bytes = push_bytes;
@@ -619,6 +634,7 @@ Pipeline Gpu::pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint3
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
     ci.stage.module = p.module;
     ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &spi;
     ci.layout = p.layout;
     // Statistics only: internal representations (the driver's IR and assembly) cost more to keep.
     if (d.statistics) ci.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;

@@ -34,6 +34,13 @@ struct Pipeline {
     uint32_t bindings = 0, push_bytes = 0;
 };
 
+// One specialisation constant's value for Gpu::pipeline: its SpecId and its 32 bits (a bool's is
+// a VkBool32, 0 or 1).
+struct SpecValue {
+    uint32_t id = 0;
+    uint32_t value = 0;
+};
+
 // What Vulkan reports about a physical device, in vkEnumeratePhysicalDevices order.
 struct PhysicalDevice {
     size_t index = 0;
@@ -111,7 +118,9 @@ public:
     size_t index() const;
     void free(Buffer& b);
 
-    Pipeline pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes);
+    // `spec`: the values of the module's specialisation constants (VkSpecializationInfo; a constant
+    // not named keeps its default, an id the module lacks is ignored, an id named twice is an error).
+    Pipeline pipeline(std::span<const uint32_t> spirv, uint32_t bindings, uint32_t push_bytes, std::span<const SpecValue> spec = {});
     // True when the card reports its compiler's statistics per pipeline: Gpu::open enabled
     // VK_KHR_pipeline_executable_properties (the device lists it and its pipelineExecutableInfo
     // feature is on), and pipeline() asks for statistics (not internal representations).

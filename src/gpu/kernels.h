@@ -189,6 +189,12 @@ struct Check {
     size_t rows = 0;
     bool bit_exact = false;
     double ms = 0;
+    bool flagged = false;  // a guarded build's run that raised its subnormal flag (bit_exact then says it may differ)
+    // Timed (model::VerifyOpsOptions::time_reps): the card's time for the dispatch (its queue's
+    // timestamps), best and median of `reps` runs after the check; negative where not timed or
+    // the queue has no timestamps.
+    double card_us_best = -1, card_us_median = -1;
+    size_t reps = 0;
 };
 struct VerifyOptions {
     bool full = true;

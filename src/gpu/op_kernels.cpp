@@ -955,7 +955,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         F32 sv = scratch[sc_at + i];
         F32 Mo = M.get();
         Bool up = sv > Mo;
-        F32 e = guard_load(expf_libm(select(up, Mo - sv, sv - Mo), b.expf_fused, /*tiny_floor=*/true));
+        F32 e = guard_load(expf_libm(select(up, Mo - sv, sv - Mo), expf_fused(), /*tiny_floor=*/true));
         scratch.set(ms_at + i, select(up, e, f32c(1.0f)));
         scratch.set(vs_at + i, select(up, f32c(1.0f), e));
         M = select(up, sv, Mo);
@@ -1114,7 +1114,7 @@ std::vector<uint32_t> expf_probe(const Build& b) {
     auto out = buffer<K::u32>(1, false, "out");
     push_constants(1);
     U32 i = global_id();
-    if_(i < push(0), [&] { out.set(i, bits(expf_libm(f32_bits(x[i]), b.expf_fused))); });
+    if_(i < push(0), [&] { out.set(i, bits(expf_libm(f32_bits(x[i]), expf_fused()))); });
     return s.finish();
 }
 
@@ -1217,6 +1217,8 @@ Build build_for(const Gpu& card, bool native_fma) {
                     (fc.signed_zero32 ? uint32_t(SIGNED_ZERO32) : 0u) | (fc.signed_zero64 ? uint32_t(SIGNED_ZERO64) : 0u);
     return b;
 }
+
+std::vector<SpecValue> spec_values(const Build& b) { return {{SPEC_EXPF_FUSED, b.expf_fused ? 1u : 0u}}; }
 
 Build guarded(const Build& exact) {
     Build b = exact;

@@ -18,11 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu/compute.h"
 #include "gpu/shader.h"
-
-namespace bankml::gpu {
-class Gpu;
-}
 
 namespace bankml::gpu::ops {
 
@@ -36,7 +33,9 @@ inline constexpr uint32_t NORM_Q8_SPAN = 128;
 inline constexpr uint32_t norm_q8_groups(uint32_t n) { return (n + NORM_Q8_SPAN - 1) / NORM_Q8_SPAN; }
 
 // What a kernel's code depends on besides its shape: the f32 Fma path the card proved, and
-// whether the host's expf fuses its multiply-adds (glibc's FMA build).
+// whether the host's expf fuses its multiply-adds (glibc's FMA build). expf_fused does not change
+// a module: it is the value of the specialisation constant SPEC_EXPF_FUSED (spec_values), which
+// every pipeline of an op kernel is made with.
 // float_modes: the float controls the modules ask for (shader::FloatModes), all the card offers:
 // a card that flushes subnormals unless asked (NVIDIA's) gives the CPU's bits only with them.
 struct Build {
@@ -49,6 +48,14 @@ struct Build {
     // first, then add one partial a subgroup; else a tree in workgroup memory).
     bool subgroup = false;
 };
+
+// The op kernels' specialisation constants (shader::spec_bool's ids): whether expf_libm takes
+// the fused sequence (attention, attention_q8, expf). Modules hold both; the pipeline picks.
+inline constexpr uint32_t SPEC_EXPF_FUSED = 0;
+inline shader::Bool expf_fused() { return shader::spec_bool(SPEC_EXPF_FUSED, true); }
+// The specialisation values every op kernel's pipeline takes (Gpu::pipeline's `spec`; a module
+// without one of the ids ignores it).
+std::vector<SpecValue> spec_values(const Build& b);
 
 // The build a card may use: native Fma where it proved it, the host's expf variant, the float
 // controls wherever the card offers them, and its packed dot product and subgroup arithmetic.

@@ -97,6 +97,8 @@ I32 i32c(int32_t v) { return I32(mod().c_i32(v)); }
 F32 f32c(float v) { return F32(mod().c_f32(v)); }
 F64 f64c(double v) { return F64(mod().c_f64(v)); }
 Bool boolc(bool v) { return Bool(mod().c_bool(v)); }
+Bool spec_bool(uint32_t spec_id, bool default_value) { return Bool(mod().spec_bool(spec_id, default_value)); }
+U32 spec_u32(uint32_t spec_id, uint32_t default_value) { return U32(mod().spec_u32(spec_id, default_value)); }
 
 void guard(Bool c) {
     if (!guarded()) return;
@@ -730,16 +732,29 @@ const uint64_t EXP2F_TABLE[32] = {
     0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
     0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
 
-F32 expf_libm(F32 x, bool fused, bool tiny_floor) {
+F32 expf_libm(F32 x, Bool fused, bool tiny_floor) {
     const double InvLn2N = 0x1.71547652b82fep+0 * 32, SHIFT = 0x1.8p+52;
     const double C0 = 0x1.c6af84b912394p-5 / (32.0 * 32 * 32), C1 = 0x1.ebfce50fac4f3p-3 / (32.0 * 32),
                  C2 = 0x1.62e42ff0c52d6p-1 / 32;
     F64 xd = f64(x);
-    auto fma = [&](F64 a, F64 b, F64 c) { return fused ? fma_f64(a, b, c) : a * b + c; };
-    F64 kd = fma(f64c(InvLn2N), xd, f64c(SHIFT));
-    U32 ki = lo(bits(kd));
-    kd = kd - f64c(SHIFT);
-    F64 r = fused ? fma_f64(f64c(InvLn2N), xd, -kd) : f64c(InvLn2N) * xd - kd;
+    // Both sequences, each in its own branch on `fused`: a specialisation constant leaves the
+    // driver one branch to compile. Out of them: ki (the table index and the exponent's shift)
+    // and the polynomial 1 + C2·r + (C0·r + C1)·r², before the scale.
+    auto ki_v = var(u32c(0));
+    auto poly_v = var(f64c(0.0));
+    auto sequence = [&](bool fu) {
+        auto fma = [&](F64 a, F64 b, F64 c) { return fu ? fma_f64(a, b, c) : a * b + c; };
+        F64 kd = fma(f64c(InvLn2N), xd, f64c(SHIFT));
+        ki_v = lo(bits(kd));
+        kd = kd - f64c(SHIFT);
+        F64 r = fu ? fma_f64(f64c(InvLn2N), xd, -kd) : f64c(InvLn2N) * xd - kd;
+        F64 z = fma(f64c(C0), r, f64c(C1));
+        F64 r2 = r * r;
+        F64 y = fma(f64c(C2), r, f64c(1.0));
+        poly_v = fma(z, r2, y);
+    };
+    if_else(fused, [&] { sequence(true); }, [&] { sequence(false); });
+    U32 ki = ki_v.get();
     // t = T[ki % 32] + (ki << 47): the shift lands in the high word only.
     auto table = var(uvec2(u32c(0), u32c(0)));
     U32 idx = ki & 31u;
@@ -747,11 +762,7 @@ F32 expf_libm(F32 x, bool fused, bool tiny_floor) {
         table = select(idx == i, uvec2(u32c(uint32_t(EXP2F_TABLE[i])), u32c(uint32_t(EXP2F_TABLE[i] >> 32))), table.get());
     UVec2 t = table.get();
     F64 sc = f64_bits(uvec2(lo(t), hi(t) + (ki << 15)));
-    F64 z = fma(f64c(C0), r, f64c(C1));
-    F64 r2 = r * r;
-    F64 y = fma(f64c(C2), r, f64c(1.0));
-    y = fma(z, r2, y);
-    y = y * sc;
+    F64 y = poly_v.get() * sc;
     F32 main;
     {
         // Computed for every x and discarded below -103.97 (and for the special values): guarded

@@ -145,6 +145,12 @@ I32 i32c(int32_t v);
 F32 f32c(float v);
 F64 f64c(double v);
 Bool boolc(bool v);
+// Specialisation constants (SpecId spec_id): values like any other, fixed when the pipeline is made
+// (Gpu::pipeline's SpecValue list; `default_value` where it gives none), so that one module holds
+// a kernel's variants and the driver folds each pipeline's branches away. Asking again for one id
+// in a shader returns the same value; another type or default is an error.
+Bool spec_bool(uint32_t spec_id, bool default_value);
+U32 spec_u32(uint32_t spec_id, uint32_t default_value);
 
 // Arithmetic. Integer ops wrap; float ops round to nearest even.
 template <K k> V<k> operator+(V<k> a, V<k> b);
@@ -309,11 +315,13 @@ F32 f16_value(U32 h);
 U32 f16_widen_bits(U32 h);
 // f16_value(f16_bits(x)) in a few operations: the f32 rounded to the nearest f16 value.
 F32 f16_round(F32 x);
-// expf as the C library computes it (glibc's algorithm, every multiply-add fused when `fused`).
+// expf as the C library computes it (glibc's algorithm, every multiply-add fused where `fused`
+// holds). Both sequences are in the module, in two branches on `fused`: a specialisation
+// constant (ops::SPEC_EXPF_FUSED) makes it one module whose pipelines the driver folds to one.
 // tiny_floor (guard_f32 only): a result below the smallest normal float (x between -103.97 and
 // -87.34) comes back as the smallest normal, unflagged: for callers whose results do not depend
 // on such a value beyond its being a positive one below 2^-126.
-F32 expf_libm(F32 x, bool fused, bool tiny_floor = false);
+F32 expf_libm(F32 x, Bool fused, bool tiny_floor = false);
 // glibc's expf table (e_exp2f_data.c, N = 32): 2^(i/32) as 64-bit patterns, shared with the C++
 // twin (ops::expf_libm_ref).
 extern const uint64_t EXP2F_TABLE[32];

@@ -114,6 +114,36 @@ uint32_t Module::c_bool(bool v) {
     return type_once({o, t}, o, {t});
 }
 
+namespace {
+// A specialisation constant's defining words: opcode, type, default value.
+std::string spec_what(const std::vector<uint32_t>& k) {
+    if (k[0] == OpSpecConstant) return "u32 " + std::to_string(k[2]);
+    return std::string("bool ") + (k[0] == OpSpecConstantTrue ? "true" : "false");
+}
+}  // namespace
+
+uint32_t Module::spec(uint32_t spec_id, const std::vector<uint32_t>& key) {
+    auto it = specs_.find(spec_id);
+    if (it != specs_.end()) {
+        if (it->second.first != key)
+            throw Error("spirv::Module: SpecId " + std::to_string(spec_id) + " is a " + spec_what(it->second.first) +
+                        ", asked again as a " + spec_what(key));
+        return it->second.second;
+    }
+    // Never shared with another constant: each has its own SpecId.
+    uint32_t r = id();
+    std::vector<uint32_t> ops{key[1], r};
+    ops.insert(ops.end(), key.begin() + 2, key.end());
+    put(types_, uint16_t(key[0]), ops);
+    decorate(r, DecorationSpecId, {spec_id});
+    specs_[spec_id] = {key, r};
+    return r;
+}
+uint32_t Module::spec_bool(uint32_t spec_id, bool v) {
+    return spec(spec_id, {uint32_t(v ? OpSpecConstantTrue : OpSpecConstantFalse), t_bool()});
+}
+uint32_t Module::spec_u32(uint32_t spec_id, uint32_t v) { return spec(spec_id, {OpSpecConstant, t_u32(), v}); }
+
 void Module::decorate(uint32_t target, uint32_t d, const std::vector<uint32_t>& args) {
     std::vector<uint32_t> ops{target, d};
     ops.insert(ops.end(), args.begin(), args.end());

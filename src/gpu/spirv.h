@@ -3,8 +3,9 @@
 // the specification requires (words()); types and constants are made once and reused. It covers
 // what compute kernels use and no more: scalar and vector types, storage buffers, push constants,
 // the invocation and subgroup ids, workgroup memory and a control barrier, integer and float
-// arithmetic, subgroup sums, GLSL.std.450 extended instructions, and structured selections and
-// loops.
+// arithmetic, subgroup sums, GLSL.std.450 extended instructions, structured selections and loops,
+// and specialisation constants (values the pipeline sets when it is made, so that one module holds
+// variants the driver folds).
 //
 // Every float multiply, add and subtract and every extended instruction op() emits is decorated
 // NoContraction, so no driver may fuse what the CPU kernels keep separate.
@@ -26,7 +27,8 @@ enum Op : uint16_t {
     OpExtension = 10, OpEntryPoint = 15, OpExecutionMode = 16, OpCapability = 17, OpTypeVoid = 19, OpTypeBool = 20,
     OpTypeInt = 21, OpTypeFloat = 22, OpTypeVector = 23, OpTypeArray = 28, OpTypeRuntimeArray = 29,
     OpTypeStruct = 30, OpTypePointer = 32, OpTypeFunction = 33, OpConstantTrue = 41,
-    OpConstantFalse = 42, OpConstant = 43, OpConstantComposite = 44, OpFunction = 54,
+    OpConstantFalse = 42, OpConstant = 43, OpConstantComposite = 44,
+    OpSpecConstantTrue = 48, OpSpecConstantFalse = 49, OpSpecConstant = 50, OpFunction = 54,
     OpFunctionEnd = 56, OpVariable = 59, OpLoad = 61, OpStore = 62, OpAccessChain = 65,
     OpDecorate = 71, OpMemberDecorate = 72, OpCompositeConstruct = 80, OpCompositeExtract = 81, OpConvertFToU = 109,
     OpConvertFToS = 110, OpConvertSToF = 111, OpConvertUToF = 112, OpFConvert = 115, OpBitcast = 124,
@@ -51,7 +53,7 @@ enum : uint32_t {
     ExecutionModeLocalSize = 17,
     StorageUniformConstant = 0, StorageInput = 1, StorageWorkgroup = 4, StoragePushConstant = 9,
     StorageFunction = 7, StorageStorageBuffer = 12,
-    DecorationBlock = 2, DecorationArrayStride = 6, DecorationBuiltIn = 11,
+    DecorationSpecId = 1, DecorationBlock = 2, DecorationArrayStride = 6, DecorationBuiltIn = 11,
     DecorationNoContraction = 42, DecorationNonWritable = 24, DecorationBinding = 33,
     DecorationDescriptorSet = 34, DecorationOffset = 35,
     BuiltInWorkgroupId = 26, BuiltInLocalInvocationId = 27, BuiltInGlobalInvocationId = 28,
@@ -97,6 +99,11 @@ public:
     // An execution mode of main beside its local size (e.g. DenormPreserve 32).
     void execution_mode(uint32_t mode, const std::vector<uint32_t>& args);
     uint32_t c_bool(bool v);
+    // Specialisation constants: a bool or u32 decorated SpecId spec_id, holding `default_value`
+    // unless the pipeline's VkSpecializationInfo gives spec_id another. Asking again for one id
+    // returns the same constant; asking with another type or default is an error.
+    uint32_t spec_bool(uint32_t spec_id, bool default_value);
+    uint32_t spec_u32(uint32_t spec_id, uint32_t default_value);
 
     // Annotations and debug names.
     void decorate(uint32_t target, uint32_t decoration, const std::vector<uint32_t>& args = {});
@@ -150,6 +157,7 @@ public:
 private:
     static void put(std::vector<uint32_t>& sec, uint16_t opcode, const std::vector<uint32_t>& operands);
     uint32_t type_once(const std::vector<uint32_t>& key, uint16_t opcode, const std::vector<uint32_t>& operands);
+    uint32_t spec(uint32_t spec_id, const std::vector<uint32_t>& key);  // key: opcode, type, default words
 
     uint32_t bound_ = 1;
     uint32_t glsl_ = 0, main_ = 0, local_x_ = 0;
@@ -159,6 +167,7 @@ private:
     std::vector<std::vector<uint32_t>> modes_;  // main's execution modes beyond its local size
     std::vector<std::string> extension_names_;
     std::map<std::vector<uint32_t>, uint32_t> made_;  // types and constants by their defining words
+    std::map<uint32_t, std::pair<std::vector<uint32_t>, uint32_t>> specs_;  // SpecId: (defining words, id)
     bool in_main_ = false;
 };
 

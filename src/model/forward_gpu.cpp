@@ -182,7 +182,7 @@ struct GpuForward::Impl {
         if (it != pipes.end()) return it->second;
         if (it = pipes.find(n); it != pipes.end() && n.rfind("q1_0_", 0) == 0) return it->second;
         const go::OpKernel& k = go::op_kernel(n);
-        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4)).first->second;
+        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4, go::spec_values(with))).first->second;
     }
     // Kernels the guarded token runs with the exact build all the same: those whose guard rises
     // often on ordinary data (",attention,"), so that a token seldom needs its exact replay. A

@@ -13,7 +13,7 @@
 //   f16_mat_vec     random rows, and rows of f16 values over the whole exponent range
 //   head_norm_rope  positions 0, 1, 1000, 40000 (the rope table of ops::Rope(D, 1e6)), the queries
 //                   and the key and value words of the cache
-//   attention       1 to 300 (full: 4096) positions: random, equal scores, scores that rise late
+//   attention       1 to 300 (full: 512 and 4096) positions: random, equal scores, scores that rise late
 //                   and fall, large scores
 //   swiglu          gates up to ±200 (v_expf's overflow branches), subnormal gates
 //   expf            millions of floats over every exponent, the special values and the boundaries
@@ -47,6 +47,12 @@ struct VerifyOpsOptions {
     std::string only;
     // Receives every kernel and shape run, in order (the failing one last, bit_exact false).
     std::vector<gpu::kernels::Check>* checks = nullptr;
+    // Measuring (bankml bench gpu): each dispatch whose outputs passed (bit-exact, or flagged in the
+    // guarded build) is run this many times more on the same buffers, and its card time goes into
+    // its Check.
+    int time_reps = 0;
+    // Which checks to time (by kernel and shape, as their Check names them); all when empty.
+    std::function<bool(const std::string& kernel, const std::string& shape)> time_if;
 };
 
 // Runs every op kernel (built with `build`) on the card; one line per kernel and shape
