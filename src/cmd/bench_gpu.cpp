@@ -1,7 +1,7 @@
 // `bankml bench gpu`: gpu/bench.h's measurements, then every op kernel's card time. The op kernels
 // are timed through their oracle (model::verify_ops with time_reps): each dispatch runs once and
-// is checked bit for bit against the CPU, then runs N times more on the same buffers, timed by the
-// queue's timestamps. Without --quick the oracle's full shapes, of which the table keeps the 8B
+// is checked bit for bit against the CPU, then runs again in a sequence of its own (repeated, each
+// after a barrier, the card warmed up first), timed by the queue's timestamps. Without --quick the oracle's full shapes, of which the table keeps the 8B
 // model's (n_embd 4096, n_ff 12288, 32 query and 8 kv heads of 128).
 #include <algorithm>
 #include <cstdio>
@@ -72,15 +72,20 @@ void op_kernel_times(gpu::Gpu& g, const gpu::BenchOptions& o, json::Value& doc) 
                       : "plain (the card preserves f32 subnormals)",
                 build.subgroup ? "by subgroup" : "by a workgroup tree", build.int_dot ? "by the packed 8-bit dot product" : "by integer steps",
                 build.expf_fused ? "fused (the host's)" : "unfused (the host's)");
-    std::fprintf(o.text, "card time of each op kernel, best and median of %d runs after one bit-exact run (%s, random data):\n", o.reps,
-                o.quick ? "the oracle's small shapes" : "the 8B model's shapes");
     std::fflush(o.text);
     std::vector<gpu::kernels::Check> checks;
     model::VerifyOpsOptions vo;
     vo.full = !o.quick;
     vo.time_reps = o.reps;
+    if (o.quick) vo.time_repeat = 2, vo.time_warm_ms = 0;  // (lavapipe: seconds a sequence otherwise)
     vo.time_if = [&o](const std::string& k, const std::string& shape) { return shown(k, shape, o.quick); };
     vo.checks = &checks;
+    std::fprintf(o.text,
+                 "card time of each op kernel, best and median of %d runs after one bit-exact run (%s, random data; a run: the "
+                 "dispatch %zu times in a sequence, each after a barrier, per dispatch%s):\n",
+                 o.reps, o.quick ? "the oracle's small shapes" : "the 8B model's shapes", vo.time_repeat,
+                 vo.time_warm_ms > 0 ? (", after " + std::to_string(int(vo.time_warm_ms)) + " ms of it").c_str() : "");
+    std::fflush(o.text);
     std::string failed;
     try {
         model::verify_ops(g, build, vo);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <random>
 #include <thread>
 
@@ -115,11 +116,13 @@ public:
         std::vector<uint32_t> w(std::max<size_t>(n, 1), POISON);
         gpu_.write(b, std::span<const uint32_t>(w));
         live_.push_back(b);
+        host_outs_.insert(&live_.back());
         return &live_.back();
     }
     void release() {
         for (gpu::Buffer& b : live_) gpu_.free(b);
         live_.clear();
+        host_outs_.clear();
     }
     static std::vector<uint32_t> read(const gpu::Buffer& b, size_t n) {
         std::vector<uint32_t> w(n);
@@ -192,11 +195,31 @@ public:
     gpu::kernels::Check timed(gpu::kernels::Check c) {
         c.flagged = flagged_;
         if (opt_.time_reps <= 0 || !last_.pipe || (opt_.time_if && !opt_.time_if(c.name, c.shape))) return c;
+        // The outputs the oracle reads back live in host memory; the timed runs write device
+        // memory instead, as the forward pass's kernels do (a copy of each such buffer).
+        std::deque<gpu::Buffer> copies;
+        std::vector<const gpu::Buffer*> bufs = last_.bufs;
+        for (const gpu::Buffer*& b : bufs)
+            if (host_outs_.count(b)) {
+                copies.push_back(gpu_.buffer(b->bytes));
+                gpu_.write(copies.back(), std::span<const uint32_t>(static_cast<const uint32_t*>(b->mapped), b->bytes / 4));
+                b = &copies.back();
+            }
+        // (VerifyOpsOptions::time_repeat, time_warm_ms.)
+        const size_t TIMED_REPEAT = std::max<size_t>(opt_.time_repeat, 1);
+        const double TIMED_WARM_MS = opt_.time_warm_ms;
+        gpu::Sequence seq = gpu_.record(std::vector<gpu::Step>(TIMED_REPEAT, gpu::Step{last_.pipe, bufs, last_.push, last_.groups}));
+        const auto w0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 1000 && std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w0).count() < TIMED_WARM_MS; ++i)
+            gpu_.submit(seq), gpu_.wait();
         std::vector<double> t;
         for (int i = 0; i < opt_.time_reps; ++i) {
-            gpu_.run(*last_.pipe, last_.bufs, last_.push, last_.groups);
-            t.push_back(gpu_.last_dispatch_us());
+            gpu_.submit(seq);
+            gpu_.wait();
+            t.push_back(gpu_.last_dispatch_us() / double(TIMED_REPEAT));
         }
+        gpu_.free(seq);
+        for (gpu::Buffer& b : copies) gpu_.free(b);
         std::sort(t.begin(), t.end());
         c.card_us_best = t.front();
         c.card_us_median = t[t.size() / 2];
@@ -215,6 +238,7 @@ private:
     const VerifyOpsOptions& opt_;
     std::map<std::string, gpu::Pipeline> pipes_;
     std::deque<gpu::Buffer> live_;
+    std::set<const gpu::Buffer*> host_outs_;  // live_'s buffers in host memory (poisoned())
     struct Dispatch {
         const gpu::Pipeline* pipe = nullptr;
         std::vector<const gpu::Buffer*> bufs;

@@ -48,9 +48,13 @@ struct VerifyOpsOptions {
     // Receives every kernel and shape run, in order (the failing one last, bit_exact false).
     std::vector<gpu::kernels::Check>* checks = nullptr;
     // Measuring (bankml bench gpu): each dispatch whose outputs passed (bit-exact, or flagged in the
-    // guarded build) is run this many times more on the same buffers, and its card time goes into
-    // its Check.
+    // guarded build) is recorded time_repeat times in a sequence (each after a barrier, as in the
+    // forward pass's token, outputs in device memory), the sequence submitted for time_warm_ms (a
+    // card idles at a low clock while the oracle's CPU side runs), then time_reps times timed; the
+    // card time of one dispatch (the sequence's over time_repeat) goes into its Check.
     int time_reps = 0;
+    size_t time_repeat = 32;
+    double time_warm_ms = 100;
     // Which checks to time (by kernel and shape, as their Check names them); all when empty.
     std::function<bool(const std::string& kernel, const std::string& shape)> time_if;
 };
