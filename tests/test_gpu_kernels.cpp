@@ -430,7 +430,7 @@ TEST(bench_gpu_quick_runs_on_lavapipe) {
     // Every op kernel of the table has rows with its card time (best <= median, both positive):
     // the oracle's small shapes, each run bit-exact once and then timed --reps times.
     CHECK(text.find("op kernels: Fma exact") != std::string::npos || text.find("op kernels: Fma native") != std::string::npos);
-    CHECK(text.find("best and median of 3 runs after one bit-exact run (the oracle's small shapes, random data)") != std::string::npos);
+    CHECK(text.find("best and median of 3 runs after one bit-exact run (the oracle's small shapes, random data; a run: the dispatch 2 times in a sequence") != std::string::npos);
     CHECK(text.find("NOT VERIFIED") == std::string::npos);
     std::map<std::string, size_t> timed;
     size_t flagged = 0;  // guarded runs that raised the flag, timed all the same
