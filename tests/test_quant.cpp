@@ -347,6 +347,7 @@ TEST(quant_isa_levels_clamp_to_the_cpu) {
 }
 
 #include "quant/kernels_impl.h"
+#include "quant/q1_0_lut.h"
 
 namespace {
 
@@ -518,6 +519,50 @@ static void check_q1_0_loops(Isa level) {
         CHECK_EQ(match, c.rows);
         CHECK(std::memcmp(&y[5 * c.rows], &c.ref[5 * c.rows], 4) != 0);  // row 0: the wrap case shows
     }
+}
+
+// The lane-table decode (q1_0_lut.h) against the reference, column by column: extreme scales
+// (subnormal, f16 max, zero), columns holding -128 against a clear sign bit (the int8 wrap), 23
+// rows (a padded last group), and a row range of one group that writes nothing else.
+TEST(quant_q1_0_lut_decode_equals_reference) {
+    if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512: the lane-table decode cannot run on this CPU");
+    for (uint32_t seed : {31u, 32u, 33u}) {
+        Q1Case c = q1_case(seed, {2, 5});
+        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
+        const size_t nbx = c.cols / QK8_0;
+        std::vector<uint8_t> packed(lut::packed_bytes(c.rows, c.cols));
+        lut::pack(reinterpret_cast<const BlockQ1_0*>(c.w.data()), c.rows, c.cols, packed.data());
+        std::vector<float> tv(lut::table_floats(c.cols) + 16);
+        float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tv.data()) + 63) & ~uintptr_t(63));
+        for (size_t col = 0; col < c.ncols; ++col) {
+            lut::tables(xb + col * nbx, c.cols, t);
+            std::vector<float> y(c.rows + 16, -1.0f);
+            lut::rows(packed.data(), c.rows, c.cols, 0, lut::groups(c.rows), t, y.data());
+            if (!CHECK(std::memcmp(y.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0))
+                bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " seed " + std::to_string(seed));
+            CHECK(y[c.rows] == -1.0f);  // nothing past the rows
+            std::vector<float> yr(c.rows, -1.0f);
+            lut::rows(packed.data(), c.rows, c.cols, 1, 2, t, yr.data());
+            bool ok = true;
+            for (size_t r = 0; r < c.rows; ++r)
+                ok &= r >= lut::ROWS ? std::memcmp(&yr[r], &c.ref[col * c.rows + r], 4) == 0 : yr[r] == -1.0f;
+            CHECK(ok);
+        }
+    }
+    // A layer's shape, random weights and columns.
+    std::mt19937 g(34);
+    const size_t rows = 256, cols = 4096;
+    auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
+    auto x = rand_acts(g, Type::Q1_0, cols, 1, Regime::Random);
+    std::vector<float> ref(rows);
+    mat_vec(Type::Q1_0, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
+    std::vector<uint8_t> packed(lut::packed_bytes(rows, cols));
+    lut::pack(reinterpret_cast<const BlockQ1_0*>(w.data()), rows, cols, packed.data());
+    std::vector<float> tv(lut::table_floats(cols) + 16), y(rows);
+    float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tv.data()) + 63) & ~uintptr_t(63));
+    lut::tables(reinterpret_cast<const BlockQ8_0*>(x.data()), cols, t);
+    lut::rows(packed.data(), rows, cols, 0, lut::groups(rows), t, y.data());
+    CHECK(std::memcmp(y.data(), ref.data(), rows * 4) == 0);
 }
 
 // The AVX2 loops (the identity loops dot4_ident and rows_ident; dot_row and dot4_decoded for

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "quant/traits.h"
 #include "quant/matmul.h"
+#include "quant/q1_0_lut.h"
 #include "model/ops.h"
 
 namespace bankml::model {
@@ -85,6 +86,7 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
     if (act_.size() < ab * n) act_.resize(ab * n);
     quant::prepare_activations(wt, x, cols, n, act_.data());
+    if (n == 1 && wt == quant::Type::Q1_0 && lane_tables(pool, outs)) return;
     const quant::Columns a = quant::prepare_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
@@ -96,6 +98,40 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             off += rows;
         }
     });
+}
+
+const uint8_t* Products::decode_layout(const Matrix& w) {
+    auto it = decode_.find(w.data);
+    if (it != decode_.end()) return it->second.data();
+    std::vector<uint8_t> p(quant::lut::packed_bytes((size_t)w.rows, (size_t)w.cols));
+    quant::lut::pack(reinterpret_cast<const quant::BlockQ1_0*>(w.data), (size_t)w.rows, (size_t)w.cols, p.data());
+    return decode_.emplace(w.data, std::move(p)).first->second.data();
+}
+
+bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
+    if (quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
+    for (const Out& o : outs)
+        if (o.w->rows % int64_t(quant::lut::ROWS) != 0) return false;
+    const size_t cols = (size_t)outs[0].w->cols;
+    if (tables_.size() < quant::lut::table_floats(cols) + 16) tables_.resize(quant::lut::table_floats(cols) + 16);
+    float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tables_.data()) + 63) & ~uintptr_t(63));
+    quant::lut::tables(reinterpret_cast<const quant::BlockQ8_0*>(act_.data()), cols, t);
+    std::vector<const uint8_t*> packed;
+    size_t total = 0;
+    for (const Out& o : outs) packed.push_back(decode_layout(*o.w)), total += (size_t)o.w->rows;
+    // Jobs are whole groups (CHUNK_ROWS rows is one), and every matrix starts on one.
+    static_assert(par::CHUNK_ROWS % quant::lut::ROWS == 0);
+    pool.chunks(total, job_rows(total, 1, pool.threads()), [&](size_t r0, size_t r1) {
+        size_t off = 0;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
+            if (lo < hi)
+                quant::lut::rows(packed[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
+                                 t, outs[i].y);
+            off += rows;
+        }
+    });
+    return true;
 }
 
 // One matrix at a time (the card runs one product at a time): the card starts its leading rows,

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -75,9 +76,16 @@ public:
 
 private:
     void offloaded(par::Pool& pool, std::span<const Out> outs, const float* x);
+    // One column by Q1_0 matrices through the lane tables (quant/q1_0_lut.h), where the kernels'
+    // level has AVX-512 and every matrix's rows are whole groups; false: not taken.
+    bool lane_tables(par::Pool& pool, std::span<const Out> outs);
+    // A Q1_0 matrix's decode layout, made on its first use and kept (the weights' bytes again).
+    const uint8_t* decode_layout(const Matrix& w);
 
     std::shared_ptr<Offload> offload_;
     std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
+    std::map<const uint8_t*, std::vector<uint8_t>> decode_;  // by the matrix's data
+    std::vector<float> tables_;  // one column's lane tables (64-byte aligned inside)
 };
 
 // Row `row` of a matrix as f32 (the embedding lookup: ggml's get_rows dequantizes it).
