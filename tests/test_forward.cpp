@@ -394,6 +394,28 @@ TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
     CHECK_EQ(compare(a, b).first, (size_t)0);
 }
 
+// Decoded tokens' Q1_0 products go through the lane tables at the AVX-512 levels: every step's
+// logits equal those of the row loops (BANKML_LANE_TABLES=off) and of the avx2 level, at 1 and 3
+// threads.
+TEST(forward_lane_table_decode_gives_the_row_loops_logits) {
+    if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512: the lane tables cannot run on this CPU");
+    const std::string dir = bt::temp_dir(), bin = bt::bankml_bin(), model = bt::data_path("tiny-q1_0.gguf");
+    for (int threads : {1, 3}) {
+        std::vector<std::string> got;
+        for (const char* env : {"", "BANKML_LANE_TABLES=off ", "BANKML_KERNELS=avx2 "}) {
+            const std::string out = dir + "/lane-" + std::to_string(threads) + "-" + std::to_string(got.size());
+            auto p = bt::run_cmd(std::string(env) + bin + " run -m " + model + " --tokens 1,2,3,4,5,6,7,8 -n 20 -ngl 0 -t " +
+                                 std::to_string(threads) + " --logits " + out);
+            REQUIRE_EQ(p.code, 0);
+            auto b = bt::read_file(out);
+            got.emplace_back(b.begin(), b.end());
+        }
+        CHECK_GT(got[0].size(), size_t(20) * 4);
+        CHECK(got[0] == got[1]);
+        CHECK(got[0] == got[2]);
+    }
+}
+
 // The oracle at every kernel level the CPU has (BANKML_KERNELS forces each narrower one: scalar,
 // avx2, avxvnni, avx512, avx512vnni) and at 1, 2, 3 and 16 threads: the Q1_0 and Q2_0 models give
 // llama.cpp's logits bit for bit, the F16 model the same bits as the scalar reference at 1 thread.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "quant/traits.h"
@@ -108,8 +109,17 @@ const uint8_t* Products::decode_layout(const Matrix& w) {
     return decode_.emplace(w.data, std::move(p)).first->second.data();
 }
 
+// BANKML_LANE_TABLES=off: one-column Q1_0 products keep the row loops, and the weights one copy.
+static bool lane_tables_allowed() {
+    static const bool on = [] {
+        const char* e = std::getenv("BANKML_LANE_TABLES");
+        return !(e && std::string(e) == "off");
+    }();
+    return on;
+}
+
 bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
-    if (quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
+    if (!lane_tables_allowed() || quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
     for (const Out& o : outs)
         if (o.w->rows % int64_t(quant::lut::ROWS) != 0) return false;
     const size_t cols = (size_t)outs[0].w->cols;
