@@ -395,12 +395,12 @@ TEST(forward_long_prompt_in_chunks_same_bits_as_token_by_token) {
 }
 
 // Decoded tokens' Q1_0 products go through the lane tables at the AVX-512 levels: every step's
-// logits equal those of the row loops (BANKML_LANE_TABLES=off) and of the avx2 level, at 1 and 3
-// threads.
+// logits equal those of the row loops (BANKML_LANE_TABLES=off) and of the avx2 level, at 1, 2, 3
+// and 16 threads.
 TEST(forward_lane_table_decode_gives_the_row_loops_logits) {
     if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512: the lane tables cannot run on this CPU");
     const std::string dir = bt::temp_dir(), bin = bt::bankml_bin(), model = bt::data_path("tiny-q1_0.gguf");
-    for (int threads : {1, 3}) {
+    for (int threads : {1, 2, 3, 16}) {
         std::vector<std::string> got;
         for (const char* env : {"", "BANKML_LANE_TABLES=off ", "BANKML_KERNELS=avx2 "}) {
             const std::string out = dir + "/lane-" + std::to_string(threads) + "-" + std::to_string(got.size());
