@@ -46,41 +46,61 @@ BANKML_AVX512 void tables(const BlockQ8_0* x, size_t cols, float* t) {
     }
 }
 
-BANKML_AVX512 void rows(const uint8_t* packed, size_t rows, size_t cols, size_t g0, size_t g1, const float* t, float* y) {
-    const size_t nb = cols / QK1_0;
-    for (size_t g = g0; g < g1; ++g) {
-        const uint8_t* p = packed + g * nb * GROUP_BLOCK_BYTES;
-        __m512 acc[8];
-        for (int j = 0; j < 8; ++j) acc[j] = _mm512_setzero_ps();
-        for (size_t ib = 0; ib < nb; ++ib, p += GROUP_BLOCK_BYTES) {
-            const __m512 d0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-            const float* tb = t + ib * 4 * 8 * 16;
-            __m512 ab[8];
-            // Sign byte 4k + jj of each row holds lane 2jj (low nibble) and lane 2jj + 1 (high) of
-            // sub-block k; vpermps reads an index's low four bits only.
+// G groups (G·16 rows) at once, each lane's chain over the sub-blocks finished before the next
+// lane's starts (so that few registers hold partial sums and each table load serves G groups);
+// per row, the same steps in the same order as vec_dot_q1_0_ref. `left`: rows to store (the last
+// group may be short).
+template <int G>
+BANKML_AVX512 static inline void group_rows(const uint8_t* p, size_t nb, const float* t, float* y, size_t left) {
+    const size_t stride = nb * GROUP_BLOCK_BYTES;  // from one group to the next
+    __m512 acc[8 * G];
+    for (int j = 0; j < 8 * G; ++j) acc[j] = _mm512_setzero_ps();
+    for (size_t ib = 0; ib < nb; ++ib, p += GROUP_BLOCK_BYTES) {
+        __m512 d0[G];
+        for (int h = 0; h < G; ++h) d0[h] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + h * stride)));
+        const float* tb = t + ib * 4 * 8 * 16;
+        // Sign byte 4k + jj of each row holds lane 2jj (low nibble) and lane 2jj + 1 (high) of
+        // sub-block k; vpermps reads an index's low four bits only.
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; ++k)
+        for (int jj = 0; jj < 4; ++jj) {
+            __m512 lo_ab[G], hi_ab[G];
 #pragma GCC unroll 4
-                for (int jj = 0; jj < 4; ++jj) {
-                    const __m512i by = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * ROWS + (4 * k + jj) * ROWS)));
-                    const __m512 lo = _mm512_permutexvar_ps(by, _mm512_load_ps(tb + (k * 8 + 2 * jj) * 16));
-                    const __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(by, 4), _mm512_load_ps(tb + (k * 8 + 2 * jj + 1) * 16));
+            for (int k = 0; k < 4; ++k) {
+                const __m512 tl = _mm512_load_ps(tb + (k * 8 + 2 * jj) * 16), th = _mm512_load_ps(tb + (k * 8 + 2 * jj + 1) * 16);
+                for (int h = 0; h < G; ++h) {
+                    const __m512i by = _mm512_cvtepu8_epi32(
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + h * stride + 2 * ROWS + (4 * k + jj) * ROWS)));
+                    const __m512 lo = _mm512_permutexvar_ps(by, tl), hi = _mm512_permutexvar_ps(_mm512_srli_epi32(by, 4), th);
                     if (k == 0) {
-                        ab[2 * jj] = lo, ab[2 * jj + 1] = hi;
+                        lo_ab[h] = lo, hi_ab[h] = hi;
                     } else {
-                        ab[2 * jj] = _mm512_add_ps(ab[2 * jj], lo);
-                        ab[2 * jj + 1] = _mm512_add_ps(ab[2 * jj + 1], hi);
+                        lo_ab[h] = _mm512_add_ps(lo_ab[h], lo);
+                        hi_ab[h] = _mm512_add_ps(hi_ab[h], hi);
                     }
                 }
-            for (int j = 0; j < 8; ++j) acc[j] = _mm512_fmadd_ps(d0, ab[j], acc[j]);
+            }
+            for (int h = 0; h < G; ++h) {
+                acc[8 * h + 2 * jj] = _mm512_fmadd_ps(d0[h], lo_ab[h], acc[8 * h + 2 * jj]);
+                acc[8 * h + 2 * jj + 1] = _mm512_fmadd_ps(d0[h], hi_ab[h], acc[8 * h + 2 * jj + 1]);
+            }
         }
-        // The reference's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
-        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                                       _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-        const size_t left = rows - g * ROWS;
-        const __mmask16 m = left >= ROWS ? __mmask16(0xFFFF) : __mmask16((1u << left) - 1);
-        _mm512_mask_storeu_ps(y + g * ROWS, m, s);
     }
+    for (int h = 0; h < G; ++h) {
+        // The reference's order: ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)).
+        const __m512* a = acc + 8 * h;
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[2], a[6])),
+                                       _mm512_add_ps(_mm512_add_ps(a[1], a[5]), _mm512_add_ps(a[3], a[7])));
+        const size_t n = left > h * ROWS ? left - h * ROWS : 0;
+        const __mmask16 m = n >= ROWS ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+        _mm512_mask_storeu_ps(y + h * ROWS, m, s);
+    }
+}
+
+BANKML_AVX512 void rows(const uint8_t* packed, size_t rows, size_t cols, size_t g0, size_t g1, const float* t, float* y) {
+    const size_t nb = cols / QK1_0;
+    size_t g = g0;
+    for (; g + 2 <= g1; g += 2) group_rows<2>(packed + g * nb * GROUP_BLOCK_BYTES, nb, t, y + g * ROWS, rows - g * ROWS);
+    if (g < g1) group_rows<1>(packed + g * nb * GROUP_BLOCK_BYTES, nb, t, y + g * ROWS, rows - g * ROWS);
 }
 #endif
 

@@ -5,7 +5,8 @@
 // exact, and the reference's steps become lookups: ab = d1·s is the entry itself (k = 0) and
 // fma(d1, s, ab) = ab + entry (k > 0), one rounding either way; then acc = fma(d0, ab, acc) and the
 // reference's sum of the eight lanes. A 16-entry permute (vpermps) looks a lane up for 16 rows at
-// once, so the weights go in a decode layout that puts 16 rows' sign bytes side by side.
+// once, so the weights go in a decode layout that puts 16 rows' sign bytes side by side; two such
+// groups run together, each table load serving both.
 #pragma once
 #include <cstddef>
 #include <cstdint>
