@@ -129,9 +129,12 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
     std::vector<const uint8_t*> packed;
     size_t total = 0;
     for (const Out& o : outs) packed.push_back(decode_layout(*o.w)), total += (size_t)o.w->rows;
-    // Jobs are whole groups (CHUNK_ROWS rows is one), and every matrix starts on one.
+    // Jobs are whole pairs of groups (the kernel runs two at a time), and every matrix starts on a
+    // group.
+    constexpr size_t PAIR = 2 * quant::lut::ROWS;
     static_assert(par::CHUNK_ROWS % quant::lut::ROWS == 0);
-    pool.chunks(total, job_rows(total, 1, pool.threads()), [&](size_t r0, size_t r1) {
+    const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
+    pool.chunks(total, job, [&](size_t r0, size_t r1) {
         size_t off = 0;
         for (size_t i = 0; i < outs.size(); ++i) {
             const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
