@@ -101,12 +101,17 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     });
 }
 
-const uint8_t* Products::decode_layout(const Matrix& w) {
+const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {
     auto it = decode_.find(w.data);
-    if (it != decode_.end()) return it->second.data();
-    std::vector<uint8_t> p(quant::lut::packed_bytes((size_t)w.rows, (size_t)w.cols));
-    quant::lut::pack(reinterpret_cast<const quant::BlockQ1_0*>(w.data), (size_t)w.rows, (size_t)w.cols, p.data());
-    return decode_.emplace(w.data, std::move(p)).first->second.data();
+    if (it != decode_.end()) return it->second.get();
+    const size_t rows = (size_t)w.rows, cols = (size_t)w.cols;
+    // Not zeroed first (pack writes every byte), and written on the pool: the first decoded token
+    // makes every matrix's layout, a pass over the weights.
+    std::unique_ptr<uint8_t[]> p(new uint8_t[quant::lut::packed_bytes(rows, cols)]);
+    pool.chunks(quant::lut::groups(rows), 8, [&](size_t g0, size_t g1) {
+        quant::lut::pack(reinterpret_cast<const quant::BlockQ1_0*>(w.data), rows, cols, p.get(), g0, g1);
+    });
+    return decode_.emplace(w.data, std::move(p)).first->second.get();
 }
 
 // BANKML_LANE_TABLES=off: one-column Q1_0 products keep the row loops, and the weights one copy.
@@ -128,7 +133,7 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
     quant::lut::tables(reinterpret_cast<const quant::BlockQ8_0*>(act_.data()), cols, t);
     std::vector<const uint8_t*> packed;
     size_t total = 0;
-    for (const Out& o : outs) packed.push_back(decode_layout(*o.w)), total += (size_t)o.w->rows;
+    for (const Out& o : outs) packed.push_back(decode_layout(pool, *o.w)), total += (size_t)o.w->rows;
     // Jobs are whole pairs of groups (the kernel runs two at a time), and every matrix starts on a
     // group.
     constexpr size_t PAIR = 2 * quant::lut::ROWS;

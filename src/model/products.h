@@ -81,11 +81,11 @@ private:
     // false: not taken.
     bool lane_tables(par::Pool& pool, std::span<const Out> outs);
     // A Q1_0 matrix's decode layout, made on its first use and kept (the weights' bytes again).
-    const uint8_t* decode_layout(const Matrix& w);
+    const uint8_t* decode_layout(par::Pool& pool, const Matrix& w);
 
     std::shared_ptr<Offload> offload_;
     std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
-    std::map<const uint8_t*, std::vector<uint8_t>> decode_;  // by the matrix's data
+    std::map<const uint8_t*, std::unique_ptr<uint8_t[]>> decode_;  // by the matrix's data
     std::vector<float> tables_;  // one column's lane tables (64-byte aligned inside)
 };
 

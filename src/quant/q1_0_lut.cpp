@@ -13,12 +13,36 @@
 
 namespace bankml::quant::lut {
 
-void pack(const BlockQ1_0* w, size_t rows, size_t cols, uint8_t* out) {
+void pack(const BlockQ1_0* w, size_t rows, size_t cols, uint8_t* out, size_t g0, size_t g1) {
     const size_t nb = cols / QK1_0;
-    for (size_t g = 0; g < groups(rows); ++g)
+    g1 = g1 < groups(rows) ? g1 : groups(rows);
+    out += g0 * nb * GROUP_BLOCK_BYTES;
+    for (size_t g = g0; g < g1; ++g)
         for (size_t ib = 0; ib < nb; ++ib, out += GROUP_BLOCK_BYTES) {
+            const size_t n = rows - g * ROWS < ROWS ? rows - g * ROWS : ROWS;  // rows in this group
+#if defined(__x86_64__)
+            if (n == ROWS) {
+                // The 16 rows' 16 sign bytes as a 16×16 byte matrix, transposed by four rounds of
+                // interleaving row i with row i + 8 (SSE2).
+                __m128i x[ROWS], y[ROWS];
+                for (size_t r = 0; r < ROWS; ++r) {
+                    const BlockQ1_0& b = w[(g * ROWS + r) * nb + ib];
+                    std::memcpy(out + 2 * r, &b.d, 2);
+                    x[r] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+                }
+                for (int round = 0; round < 4; ++round) {
+                    for (size_t i = 0; i < ROWS / 2; ++i) {
+                        y[2 * i] = _mm_unpacklo_epi8(x[i], x[i + ROWS / 2]);
+                        y[2 * i + 1] = _mm_unpackhi_epi8(x[i], x[i + ROWS / 2]);
+                    }
+                    std::memcpy(x, y, sizeof x);
+                }
+                for (size_t i = 0; i < QK1_0 / 8; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ROWS + i * ROWS), x[i]);
+                continue;
+            }
+#endif
             std::memset(out, 0, GROUP_BLOCK_BYTES);
-            for (size_t r = 0; r < ROWS && g * ROWS + r < rows; ++r) {
+            for (size_t r = 0; r < n; ++r) {
                 const BlockQ1_0& b = w[(g * ROWS + r) * nb + ib];
                 std::memcpy(out + 2 * r, &b.d, 2);
                 for (size_t i = 0; i < QK1_0 / 8; ++i) out[2 * ROWS + i * ROWS + r] = b.qs[i];

@@ -23,7 +23,9 @@ inline size_t groups(size_t rows) { return (rows + ROWS - 1) / ROWS; }
 // (16 × 16 bytes): the same 18 bytes a block as the GGUF's.
 inline constexpr size_t GROUP_BLOCK_BYTES = 2 * ROWS + (QK1_0 / 8) * ROWS;
 inline size_t packed_bytes(size_t rows, size_t cols) { return groups(rows) * (cols / QK1_0) * GROUP_BLOCK_BYTES; }
-void pack(const BlockQ1_0* w, size_t rows, size_t cols, uint8_t* out);
+// Groups [g0, g1) of the layout (out: the whole layout's start), so that callers may share the
+// groups out among threads; the default, every group.
+void pack(const BlockQ1_0* w, size_t rows, size_t cols, uint8_t* out, size_t g0 = 0, size_t g1 = SIZE_MAX);
 
 // One column's tables: per Q8_0 block (sub-block) and lane, 16 floats (64-byte aligned).
 inline size_t table_floats(size_t cols) { return cols / QK8_0 * 8 * 16; }
