@@ -131,20 +131,19 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
     if (tables_.size() < quant::lut::table_floats(cols) + 16) tables_.resize(quant::lut::table_floats(cols) + 16);
     float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tables_.data()) + 63) & ~uintptr_t(63));
     quant::lut::tables(reinterpret_cast<const quant::BlockQ8_0*>(act_.data()), cols, t);
-    std::vector<const uint8_t*> packed;
+    packed_.clear();
     size_t total = 0;
-    for (const Out& o : outs) packed.push_back(decode_layout(pool, *o.w)), total += (size_t)o.w->rows;
+    for (const Out& o : outs) packed_.push_back(decode_layout(pool, *o.w)), total += (size_t)o.w->rows;
     // Jobs are whole pairs of groups (the kernel runs two at a time), and every matrix starts on a
     // group.
     constexpr size_t PAIR = 2 * quant::lut::ROWS;
-    static_assert(par::CHUNK_ROWS % quant::lut::ROWS == 0);
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
     pool.chunks(total, job, [&](size_t r0, size_t r1) {
         size_t off = 0;
         for (size_t i = 0; i < outs.size(); ++i) {
             const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
             if (lo < hi)
-                quant::lut::rows(packed[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
+                quant::lut::rows(packed_[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
                                  t, outs[i].y);
             off += rows;
         }

@@ -87,6 +87,7 @@ private:
     std::vector<uint8_t> act_;  // the prepared activation columns (Q8_0 blocks or f16)
     std::map<const uint8_t*, std::unique_ptr<uint8_t[]>> decode_;  // by the matrix's data
     std::vector<float> tables_;  // one column's lane tables (64-byte aligned inside)
+    std::vector<const uint8_t*> packed_;  // a group's decode layouts, in its order
 };
 
 // Row `row` of a matrix as f32 (the embedding lookup: ggml's get_rows dequantizes it).
