@@ -114,6 +114,7 @@ const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {
     return decode_.emplace(w.data, std::move(p)).first->second.get();
 }
 
+#if defined(__x86_64__)
 // BANKML_LANE_TABLES=off: one-column Q1_0 products keep the row loops, and the weights one copy.
 static bool lane_tables_allowed() {
     static const bool on = [] {
@@ -122,8 +123,13 @@ static bool lane_tables_allowed() {
     }();
     return on;
 }
+#endif
 
 bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
+#if !defined(__x86_64__)
+    (void)pool, (void)outs;
+    return false;  // (the tables need AVX-512)
+#else
     if (!lane_tables_allowed() || quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
     for (const Out& o : outs)
         if (o.w->rows % int64_t(quant::lut::ROWS) != 0) return false;
@@ -149,6 +155,7 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
         }
     });
     return true;
+#endif
 }
 
 // One matrix at a time (the card runs one product at a time): the card starts its leading rows,

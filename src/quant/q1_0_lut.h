@@ -29,10 +29,12 @@ void pack(const BlockQ1_0* w, size_t rows, size_t cols, uint8_t* out, size_t g0 
 
 // One column's tables: per Q8_0 block (sub-block) and lane, 16 floats (64-byte aligned).
 inline size_t table_floats(size_t cols) { return cols / QK8_0 * 8 * 16; }
+#if defined(__x86_64__)
 void tables(const BlockQ8_0* x, size_t cols, float* t);
 
 // y[r] = row r · the column, for the rows of groups [g0, g1) (rows past `rows` not written). Needs
 // AVX-512 (F, BW, VL; isa_supported(Isa::Avx512)).
 void rows(const uint8_t* packed, size_t rows, size_t cols, size_t g0, size_t g1, const float* t, float* y);
+#endif
 
 }  // namespace bankml::quant::lut
