@@ -416,6 +416,29 @@ TEST(forward_lane_table_decode_gives_the_row_loops_logits) {
     }
 }
 
+// A decoded token's heads (norms, rope, the cache) and its attention share one pool run with a
+// barrier between them once the cache is long enough for the pool (heads × positions × head size
+// past SMALL_ATTENTION: 16 heads of 128 from 32 positions on): the logits are the same at 1, 2, 3
+// and 16 threads, with and without the lane tables.
+TEST(forward_decode_heads_and_attention_in_one_pool_run_keep_the_bits) {
+    const std::string dir = bt::temp_dir(), bin = bt::bankml_bin(), model = dir + "/wide-heads.gguf";
+    auto s = bt::run_cmd(bin + " synth --shape tiny --embd 512 --heads 16 --kv-heads 4 --head-dim 128 --ff 1024 --seed 3 -o " + model);
+    REQUIRE_EQ(s.code, 0);
+    std::vector<std::string> got;
+    for (const char* env : {"", "BANKML_LANE_TABLES=off "})
+        for (int threads : {1, 2, 3, 16}) {
+            const std::string out = dir + "/wide-" + std::to_string(got.size());
+            auto p = bt::run_cmd(std::string(env) + bin + " run -m " + model + " --tokens 1,2,3,4,5,6,7,8 -n 48 -ngl 0 -t " +
+                                 std::to_string(threads) + " --logits " + out);
+            REQUIRE_EQ(p.code, 0);
+            auto b = bt::read_file(out);
+            got.emplace_back(b.begin(), b.end());
+        }
+    CHECK_EQ(got[0].size(), size_t(48) * 1024 * 4);
+    for (size_t i = 1; i < got.size(); ++i)
+        if (!CHECK(got[i] == got[0])) bt::fail(__FILE__, __LINE__, "run " + std::to_string(i) + " differs from 1 thread");
+}
+
 // The oracle at every kernel level the CPU has (BANKML_KERNELS forces each narrower one: scalar,
 // avx2, avxvnni, avx512, avx512vnni) and at 1, 2, 3 and 16 threads: the Q1_0 and Q2_0 models give
 // llama.cpp's logits bit for bit, the F16 model the same bits as the scalar reference at 1 thread.

@@ -43,6 +43,29 @@ TEST(pool_run_calls_each_worker_id_once) {
     }
 }
 
+// Phase two of every worker sees every worker's phase-one writes, also with more threads than
+// this machine has cores (the waiting workers yield).
+TEST(spin_until_orders_the_phases_of_one_run) {
+    for (int threads : {1, 2, 3, 8}) {
+        Pool pool(threads);
+        for (int rep = 0; rep < 50; ++rep) {
+            std::vector<int> first(size_t(threads), -1);  // plain ints: the counter orders them
+            std::vector<int> seen(size_t(threads), 0);
+            std::atomic<int> done{0};
+            pool.run([&](int w) {
+                first[size_t(w)] = rep * 100 + w;
+                done.fetch_add(1, std::memory_order_release);
+                bankml::par::spin_until(done, threads);
+                int ok = 0;
+                for (int i = 0; i < threads; ++i) ok += first[size_t(i)] == rep * 100 + i;
+                seen[size_t(w)] = ok;
+            });
+            for (int w = 0; w < threads; ++w)
+                if (!CHECK_EQ(seen[size_t(w)], threads)) return;
+        }
+    }
+}
+
 TEST(pool_exception_reaches_caller_after_all_workers_and_pool_stays_usable) {
     for (int threads : {1, 2, 3}) {
         Pool pool(threads);

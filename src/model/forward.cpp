@@ -182,30 +182,35 @@ void Model::Impl::alloc(const ModelOptions& opt) {
     att_scratch.resize((size_t)pool->threads() * ops::attend_scratch_bytes((size_t)hp.head_dim) + 64);
 }
 
-// One token's Q and K heads normed and rotated in place, and its K and V written to the cache at
-// `pos` (q: n_head heads, k and v: n_head_kv heads of head_dim values).
-void Model::Impl::store_token(int il, float* qt, float* kt, const float* vt, const float* cs, int pos) {
-    const size_t D = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
+// One token's head j of Q and K (j < n_head: query head j; else key head j - n_head) normed and
+// rotated in place, a key head written to the cache at `pos` with its value head (q: n_head heads,
+// k and v: n_head_kv heads of head_dim values). Each head is its own: any order, any thread.
+void Model::Impl::store_head(int il, size_t j, float* qt, float* kt, const float* vt, const float* cs, int pos) {
+    const size_t D = hp.head_dim, NH = hp.n_head;
     const Layer& L = layers[(size_t)il];
-    for (size_t hq = 0; hq < NH; hq++) {
-        float* qh = qt + hq * D;
+    if (j < NH) {
+        float* qh = qt + j * D;
         ops::rms_norm_mul(qh, L.q_norm, qh, D, hp.rms_eps);
         rope->apply(qh, cs);
+        return;
     }
-    for (size_t hk = 0; hk < NKV; hk++) {
-        float* kh = kt + hk * D;
-        const float* vh = vt + hk * D;
-        ops::rms_norm_mul(kh, L.k_norm, kh, D, hp.rms_eps);
-        rope->apply(kh, cs);
-        const size_t at = kv_index(il, (int)hk, pos);
-        if (kv_f32) {
-            std::memcpy(k32.get() + at, kh, D * sizeof(float));
-            std::memcpy(v32.get() + at, vh, D * sizeof(float));
-        } else {
-            ops::round_f16(kh, k16.get() + at, D);
-            ops::round_f16(vh, v16.get() + at, D);
-        }
+    const size_t hk = j - NH;
+    float* kh = kt + hk * D;
+    const float* vh = vt + hk * D;
+    ops::rms_norm_mul(kh, L.k_norm, kh, D, hp.rms_eps);
+    rope->apply(kh, cs);
+    const size_t at = kv_index(il, (int)hk, pos);
+    if (kv_f32) {
+        std::memcpy(k32.get() + at, kh, D * sizeof(float));
+        std::memcpy(v32.get() + at, vh, D * sizeof(float));
+    } else {
+        ops::round_f16(kh, k16.get() + at, D);
+        ops::round_f16(vh, v16.get() + at, D);
     }
+}
+
+void Model::Impl::store_token(int il, float* qt, float* kt, const float* vt, const float* cs, int pos) {
+    for (size_t j = 0; j < (size_t)(hp.n_head + hp.n_head_kv); j++) store_head(il, j, qt, kt, vt, cs, pos);
 }
 
 // Query head hq of one token over the first n_kv cached positions of layer il.
@@ -221,12 +226,23 @@ void Model::Impl::attend_head(int il, int hq, size_t n_kv, const float* qh, floa
 
 // Attention of the chunk's tokens t0..n-1 (positions p0+t, already in the cache) for layer il, into
 // rows 0..n-t0-1 of att: one job per (token, query head), spread over the pool; each job's
-// arithmetic is fixed.
-void Model::Impl::attention(int il, size_t t0, size_t n, int p0) {
-    const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head;
+// arithmetic is fixed. heads (one token, n = 1): its heads are normed, rotated and cached first, in
+// the same pool run (store_head), and every worker waits for all of them before attending.
+void Model::Impl::attention(int il, size_t t0, size_t n, int p0, bool heads) {
+    const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, NKV = (size_t)hp.n_head_kv;
     const size_t jobs = (n - t0) * NH;
-    std::atomic<size_t> next{0};
+    // A decoded token over a short cache is less work than a pool barrier: run it here.
+    const bool here = jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION;
+    const int workers = here ? 1 : pool->threads();
+    std::atomic<size_t> next{0}, next_head{0};
+    std::atomic<int> stored{0};
     auto work = [&](int worker) {
+        if (heads) {
+            for (size_t j; (j = next_head.fetch_add(1, std::memory_order_relaxed)) < NH + NKV;)
+                store_head(il, j, q.data(), k.data(), v.data(), rope_cs.data(), p0);
+            stored.fetch_add(1, std::memory_order_release);
+            par::spin_until(stored, workers);
+        }
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t row = j / NH, t = t0 + row, hq = j % NH;
@@ -234,8 +250,7 @@ void Model::Impl::attention(int il, size_t t0, size_t n, int p0) {
                         att.data() + row * NH * D + hq * D, scratch);
         }
     };
-    // A decoded token over a short cache is less work than a pool barrier: run it here.
-    if (jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION) work(0);
+    if (here) work(0);
     else pool->run(work);
 }
 
@@ -260,10 +275,13 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         per_token(n, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps); });
         const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
         prod.group(P, qkv, xn.data(), n);
-        per_token(n, [&](size_t t) {
-            store_token(il, q.data() + t * NH * D, k.data() + t * NKV * D, v.data() + t * NKV * D,
-                        rope_cs.data() + t * D, p0 + (int)t);
-        });
+        // One token attended in this layer: its heads are made in attention's pool run.
+        const bool heads_in_attention = n == 1 && !(il == hp.n_layer - 1 && !logits);
+        if (!heads_in_attention)
+            per_token(n, [&](size_t t) {
+                store_token(il, q.data() + t * NH * D, k.data() + t * NKV * D, v.data() + t * NKV * D,
+                            rope_cs.data() + t * D, p0 + (int)t);
+            });
         // In the last layer only the rows whose logits are wanted matter past this point (the
         // cache already holds every token's K and V): llama.cpp's inp_out_ids. Rows are
         // independent, so the kept rows' bits do not change.
@@ -273,16 +291,24 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
             rows = 1;
             std::memmove(x.data(), x.data() + (n - 1) * E, E * sizeof(float));
         }
-        attention(il, n - rows, n, p0);
+        attention(il, n - rows, n, p0, heads_in_attention);
         const Products::Out wo[] = {{&L.wo, o.data()}};
         prod.group(P, wo, att.data(), rows);
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
         per_token(rows, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps); });
         const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
         prod.group(P, gate_up, xn.data(), rows);
-        per_token(rows, [&](size_t t) { ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF); });
         const Products::Out down[] = {{&L.down, o.data()}};
-        prod.group(P, down, h.data(), rows);
+        if (rows == 1) {
+            // One token: SwiGLU made by the down product's workers, each on the values it quantizes
+            // (elementwise, in whole blocks: the same bits).
+            auto swiglu_range = [&](size_t i0, size_t i1) { ops::swiglu(g.data() + i0, u.data() + i0, h.data() + i0, i1 - i0); };
+            const Products::Make swiglu(swiglu_range);
+            prod.group(P, down, h.data(), 1, &swiglu);
+        } else {
+            per_token(rows, [&](size_t t) { ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF); });
+            prod.group(P, down, h.data(), rows);
+        }
         for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
     }
     // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0).

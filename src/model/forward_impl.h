@@ -73,7 +73,8 @@ struct Model::Impl {
     void load();
     void alloc(const ModelOptions& opt);
     void run_chunk(const int32_t* tok, size_t n, float* logits, bool all_logits);
-    void attention(int il, size_t t0, size_t n, int p0);
+    void attention(int il, size_t t0, size_t n, int p0, bool heads = false);
+    void store_head(int il, size_t j, float* qt, float* kt, const float* vt, const float* cs, int pos);
     void store_token(int il, float* qt, float* kt, const float* vt, const float* cs, int pos);
     void attend_head(int il, int hq, size_t n_kv, const float* qh, float* out, void* scratch) const;
     void eval_cpu(std::span<const int32_t> tokens, std::vector<float>& out, size_t out_at, bool all_logits);

@@ -1,6 +1,7 @@
 #include "model/products.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -67,27 +68,29 @@ static size_t job_rows(size_t total, size_t n, int threads) {
     return std::clamp<size_t>(per, par::CHUNK_ROWS, 256);
 }
 
-void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n) {
+void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n, const Make* make) {
     const quant::Type wt = outs.empty() ? gguf::Type::F32 : outs[0].w->type;
     bool same = !outs.empty() && kernel_type(wt);
     for (const Out& o : outs) same = same && o.w->type == outs[0].w->type && o.w->cols == outs[0].w->cols;
-    if (same && n == 1 && offload_ && wt == quant::Type::Q1_0) {
-        bool takes = false;
+    if (make && n != 1) throw Error("Products::group: a column made on the way needs n = 1, not " + std::to_string(n));
+    bool takes = false;  // the offload takes a share of these rows
+    if (same && n == 1 && offload_ && wt == quant::Type::Q1_0)
         for (const Out& o : outs) takes = takes || offload_->takes((size_t)o.w->rows, (size_t)o.w->cols);
-        if (takes) {
-            offloaded(pool, outs, x);
-            return;
-        }
+    const size_t cols = outs.empty() ? 0 : (size_t)outs[0].w->cols;
+    const size_t ab = same ? quant::act_bytes(wt, cols) : 0;
+    if (act_.size() < ab * n) act_.resize(ab * n);
+    if (same && n == 1 && wt == quant::Type::Q1_0 && !takes && lane_tables(pool, outs, x, make)) return;
+    if (make) (*make)(0, cols);
+    if (takes) {
+        offloaded(pool, outs, x);
+        return;
     }
     if (!same) {
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
         return;
     }
     // The columns quantized and prepared once for every matrix, then all their rows in one pool job.
-    const size_t cols = (size_t)outs[0].w->cols, ab = quant::act_bytes(wt, cols);
-    if (act_.size() < ab * n) act_.resize(ab * n);
     quant::prepare_activations(wt, x, cols, n, act_.data());
-    if (n == 1 && wt == quant::Type::Q1_0 && lane_tables(pool, outs)) return;
     const quant::Columns a = quant::prepare_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
@@ -125,33 +128,51 @@ static bool lane_tables_allowed() {
 }
 #endif
 
-bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs) {
+bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const float* x, const Make* make) {
 #if !defined(__x86_64__)
-    (void)pool, (void)outs;
+    (void)pool, (void)outs, (void)x, (void)make;
     return false;  // (the tables need AVX-512)
 #else
     if (!lane_tables_allowed() || quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
     for (const Out& o : outs)
         if (o.w->rows % int64_t(quant::lut::ROWS) != 0) return false;
-    const size_t cols = (size_t)outs[0].w->cols;
+    const size_t cols = (size_t)outs[0].w->cols, nb = cols / quant::QK8_0;
     if (tables_.size() < quant::lut::table_floats(cols) + 16) tables_.resize(quant::lut::table_floats(cols) + 16);
     float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tables_.data()) + 63) & ~uintptr_t(63));
-    quant::lut::tables(reinterpret_cast<const quant::BlockQ8_0*>(act_.data()), cols, t);
+    auto* act = reinterpret_cast<quant::BlockQ8_0*>(act_.data());
     packed_.clear();
     size_t total = 0;
     for (const Out& o : outs) packed_.push_back(decode_layout(pool, *o.w)), total += (size_t)o.w->rows;
-    // Jobs are whole pairs of groups (the kernel runs two at a time), and every matrix starts on a
-    // group.
+    // One pool run. First each worker quantizes its share of the column's Q8_0 blocks and makes
+    // their tables (each block's quants and tables are its own, so the split changes no bit), and
+    // waits at a counter for the others; then the workers take jobs of rows. Jobs are whole pairs
+    // of groups (the kernel runs two at a time), and every matrix starts on a group.
     constexpr size_t PAIR = 2 * quant::lut::ROWS;
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
-    pool.chunks(total, job, [&](size_t r0, size_t r1) {
-        size_t off = 0;
-        for (size_t i = 0; i < outs.size(); ++i) {
-            const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-            if (lo < hi)
-                quant::lut::rows(packed_[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
-                                 t, outs[i].y);
-            off += rows;
+    const size_t jobs = (total + job - 1) / job;
+    const int workers = pool.threads();
+    const quant::TypeTraits& q8 = quant::traits(quant::Type::Q8_0);
+    std::atomic<int> tabulated{0};
+    std::atomic<size_t> next{0};
+    pool.run([&](int w) {
+        const size_t b0 = nb * (size_t)w / (size_t)workers, b1 = nb * (size_t)(w + 1) / (size_t)workers;
+        if (b0 < b1) {
+            if (make) (*make)(b0 * quant::QK8_0, b1 * quant::QK8_0);
+            q8.from_float(x + b0 * quant::QK8_0, reinterpret_cast<uint8_t*>(act + b0), (b1 - b0) * quant::QK8_0, quant::Path::Auto);
+            quant::lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * quant::lut::table_floats(quant::QK8_0));
+        }
+        tabulated.fetch_add(1, std::memory_order_release);
+        par::spin_until(tabulated, workers);
+        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
+            const size_t r0 = j * job, r1 = std::min(total, r0 + job);
+            size_t off = 0;
+            for (size_t i = 0; i < outs.size(); ++i) {
+                const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
+                if (lo < hi)
+                    quant::lut::rows(packed_[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
+                                     t, outs[i].y);
+                off += rows;
+            }
         }
     });
     return true;

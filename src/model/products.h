@@ -66,7 +66,12 @@ public:
         const Matrix* w;
         float* y;
     };
-    void group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n);
+    // make, where given, writes the values [v0, v1) of the one column x (n == 1) before they are
+    // read: with the lane tables on the pool, a range of blocks by each worker as it quantizes
+    // them (an elementwise step such as SwiGLU, in ranges of whole Q8_0 blocks); otherwise here,
+    // the whole column first.
+    using Make = par::FnRef<void(size_t, size_t)>;
+    void group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n, const Make* make = nullptr);
 
     // With an offload, each Q1_0 one-column product gives it a leading share of its rows while
     // the pool computes the rest (same bits). A failure drops it (one stderr line) and the CPU
@@ -79,7 +84,7 @@ private:
     // One column by Q1_0 matrices through the lane tables (quant/q1_0_lut.h), where the kernels'
     // level has AVX-512, every matrix's rows are whole groups and BANKML_LANE_TABLES is not "off";
     // false: not taken.
-    bool lane_tables(par::Pool& pool, std::span<const Out> outs);
+    bool lane_tables(par::Pool& pool, std::span<const Out> outs, const float* x, const Make* make);
     // A Q1_0 matrix's decode layout, made on its first use and kept (the weights' bytes again).
     const uint8_t* decode_layout(par::Pool& pool, const Matrix& w);
 

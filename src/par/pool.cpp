@@ -32,6 +32,12 @@ static inline void cpu_relax() {}
 
 namespace bankml::par {
 
+void spin_until(const std::atomic<int>& counter, int target) {
+    for (int spins = 0; counter.load(std::memory_order_acquire) < target; ++spins)
+        if (spins < 256) cpu_relax();
+        else std::this_thread::yield();
+}
+
 // How long a worker (or the waiting caller) spins before it sleeps. Matmuls in a decode step come
 // back to back, a few microseconds apart: a short spin catches the next one without a futex wake-up.
 static constexpr auto SPIN = std::chrono::microseconds(50);
