@@ -74,12 +74,18 @@ BANKML_AVX512 void tables(const BlockQ8_0* x, size_t cols, float* t) {
 // lane's starts (so that few registers hold partial sums and each table load serves G groups);
 // per row, the same steps in the same order as vec_dot_q1_0_ref. `left`: rows to store (the last
 // group may be short).
+constexpr size_t PREFETCH_BLOCKS = 8;
+
 template <int G>
 BANKML_AVX512 static inline void group_rows(const uint8_t* p, size_t nb, const float* t, float* y, size_t left) {
     const size_t stride = nb * GROUP_BLOCK_BYTES;  // from one group to the next
     __m512 acc[8 * G];
     for (int j = 0; j < 8 * G; ++j) acc[j] = _mm512_setzero_ps();
     for (size_t ib = 0; ib < nb; ++ib, p += GROUP_BLOCK_BYTES) {
+        // Each group's blocks are one stream; many threads share the memory, so its next blocks
+        // are asked for well ahead (past a job's end: a few unused lines).
+        for (int h = 0; h < G; ++h)
+            for (size_t b = 0; b < GROUP_BLOCK_BYTES; b += 64) _mm_prefetch(reinterpret_cast<const char*>(p + h * stride + PREFETCH_BLOCKS * GROUP_BLOCK_BYTES + b), _MM_HINT_T0);
         __m512 d0[G];
         for (int h = 0; h < G; ++h) d0[h] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + h * stride)));
         const float* tb = t + ib * 4 * 8 * 16;
