@@ -270,9 +270,19 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
             for (size_t t = t0; t < t1; t++) f(t);
         });
     };
+    // The residual stream x gains each block's output o (o + x, float adds) in the next norm's
+    // per-token step: over the pool with it, a token per item.
+    auto add_and_norm = [&](size_t rows, bool add, const float* w) {
+        per_token(rows, [&](size_t t) {
+            float* xt = x.data() + t * E;
+            if (add)
+                for (size_t i = 0; i < E; i++) xt[i] = o[t * E + i] + xt[i];
+            ops::rms_norm_mul(xt, w, xn.data() + t * E, E, hp.rms_eps);
+        });
+    };
     for (int il = 0; il < hp.n_layer; il++) {
         const Layer& L = layers[(size_t)il];
-        per_token(n, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.attn_norm, xn.data() + t * E, E, hp.rms_eps); });
+        add_and_norm(n, il > 0, L.attn_norm);  // the previous layer's down product added
         const Products::Out qkv[] = {{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}};
         prod.group(P, qkv, xn.data(), n);
         // One token attended in this layer: its heads are made in attention's pool run.
@@ -294,8 +304,7 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
         attention(il, n - rows, n, p0, heads_in_attention);
         const Products::Out wo[] = {{&L.wo, o.data()}};
         prod.group(P, wo, att.data(), rows);
-        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
-        per_token(rows, [&](size_t t) { ops::rms_norm_mul(x.data() + t * E, L.ffn_norm, xn.data() + t * E, E, hp.rms_eps); });
+        add_and_norm(rows, true, L.ffn_norm);
         const Products::Out gate_up[] = {{&L.gate, g.data()}, {&L.up, u.data()}};
         prod.group(P, gate_up, xn.data(), rows);
         const Products::Out down[] = {{&L.down, o.data()}};
@@ -309,12 +318,12 @@ void Model::Impl::run_chunk(const int32_t* tok, size_t n, float* logits, bool al
             per_token(rows, [&](size_t t) { ops::swiglu(g.data() + t * FF, u.data() + t * FF, h.data() + t * FF, FF); });
             prod.group(P, down, h.data(), rows);
         }
-        for (size_t i = 0; i < rows * E; i++) x[i] = o[i] + x[i];
     }
-    // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0).
+    // Logits: every token's (rows 0..n-1 of x), or only the last one's (moved to row 0), after the
+    // last layer's down product is added.
     if (logits) {
         const size_t rows = all_logits ? n : 1;
-        for (size_t t = 0; t < rows; t++) ops::rms_norm_mul(x.data() + t * E, output_norm, xn.data() + t * E, E, hp.rms_eps);
+        add_and_norm(rows, hp.n_layer > 0, output_norm);
         const Products::Out out[] = {{&output, logits}};
         prod.group(P, out, xn.data(), rows);
     }
