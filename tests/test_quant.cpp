@@ -249,6 +249,30 @@ TEST(quant_prepared_columns_serve_several_matrices) {
             }
 }
 
+// Columns laid out once and filled in pieces, in any order (the products' pool workers each fill a
+// share), give mat_mat's reference bits at every level; the scratch first holds another call's data.
+TEST(quant_columns_filled_in_pieces_give_the_reference_bits) {
+    std::mt19937 g(23);
+    const std::vector<Path> paths = fast_levels();
+    for (Type t : TYPES)
+        for (Path path : paths)
+            for (size_t ncols : {1, 2, 7}) {
+                const size_t cols = 512, nr = 45;
+                auto w = rand_weights(g, t, nr, cols, Regime::Random);
+                auto x = rand_acts(g, t, cols, ncols, ncols == 7 ? Regime::Extremes : Regime::Random);
+                auto other = rand_acts(g, t, cols, 7, Regime::Extremes);
+                std::vector<float> ref(nr * ncols), y(nr * ncols, -1.0f);
+                mat_mat(t, w.data(), nr, cols, x.data(), ncols, ref.data(), Path::Reference);
+                prepare_columns(t, other.data(), cols, 7, path);  // leaves the scratch full of other columns
+                const Columns a = lay_out_columns(t, x.data(), cols, ncols, path);
+                const size_t mid = ncols / 2;
+                fill_columns(a, mid, ncols);
+                fill_columns(a, 0, mid);
+                rows(a, w.data(), 0, nr, y.data(), nr);
+                if (!CHECK(same(ref, y))) bt::fail(__FILE__, __LINE__, std::string(type_name(t)) + " at " + level_name(path) + ", " + std::to_string(ncols) + " columns");
+            }
+}
+
 TEST(quant_q8_0_fast_equals_reference_with_ties_and_zero_blocks) {
     std::mt19937 g(2);
     std::normal_distribution<float> nd;
@@ -437,7 +461,8 @@ TEST(quant_q1_0_vnni_emulation_equals_reference) {
         const auto* wb = reinterpret_cast<const BlockQ1_0*>(c.w.data());
         const size_t nb = c.cols / QK1_0, nbx = c.cols / QK8_0;
         detail::Prepared p;
-        detail::q1_0_prepare(xb, c.cols, c.ncols, p, Isa::AvxVnni);
+        detail::q1_0_layout(c.cols, c.ncols, Isa::AvxVnni, p);
+        detail::q1_0_prepare(xb, p, 0, c.ncols);
         const int32_t* negt = p.part<int32_t>(1);
         const uint8_t* has_m128 = p.part<uint8_t>(2);
         const float* xd = p.part<float>(0);
@@ -750,7 +775,8 @@ TEST(quant_q2_0_row_groups_and_extreme_sums_every_level) {
                     mat_mat_par(pool, t, w.data(), rows, cols, x.data(), ncols, yp.data(), level);
                     const TypeTraits& tt = traits(t);
                     detail::Prepared p;
-                    tt.prepare(x.data(), cols, ncols, path_isa(level), p);
+                    tt.prepare_layout(cols, ncols, path_isa(level), p);
+                tt.prepare(x.data(), p, 0, ncols);
                     tt.rows_fast(w.data(), cols, 3, rows - 2, x.data(), p, ncols, yr.data(), rows);
                     bool ranged = true;
                     for (size_t c = 0; c < ncols; ++c)
@@ -779,7 +805,8 @@ TEST(quant_fast_rows_partial_ranges_every_level) {
                 mat_mat(t, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
                 const TypeTraits& tt = traits(t);
                 detail::Prepared p;
-                tt.prepare(x.data(), cols, ncols, path_isa(level), p);
+                tt.prepare_layout(cols, ncols, path_isa(level), p);
+                tt.prepare(x.data(), p, 0, ncols);
                 tt.rows_fast(w.data(), cols, 5, 22, x.data(), p, ncols, y.data(), rows);
                 bool ok = true;
                 for (size_t c = 0; c < ncols; ++c)

@@ -89,17 +89,32 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
         for (const Out& o : outs) mm(pool, *o.w, x, n, o.y);
         return;
     }
-    // The columns quantized and prepared once for every matrix, then all their rows in one pool job.
-    quant::prepare_activations(wt, x, cols, n, act_.data());
-    const quant::Columns a = quant::prepare_columns(wt, act_.data(), cols, n);
+    // The columns quantized and prepared once for every matrix, then all their rows, in one pool
+    // run: each worker first quantizes and prepares a share of the columns (each column's are its
+    // own), waits for the others, then takes jobs of rows.
+    const quant::Columns a = quant::lay_out_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
-    pool.chunks(total, job_rows(total, n, pool.threads()), [&](size_t r0, size_t r1) {
-        size_t off = 0;
-        for (const Out& o : outs) {
-            const size_t rows = (size_t)o.w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-            if (lo < hi) quant::rows(a, o.w->data, lo - off, hi - off, o.y, rows);
-            off += rows;
+    const size_t job = job_rows(total, n, pool.threads()), jobs = (total + job - 1) / job;
+    const int workers = pool.threads();
+    std::atomic<int> prepared{0};
+    std::atomic<size_t> next{0};
+    pool.run([&](int w) {
+        const size_t c0 = n * (size_t)w / (size_t)workers, c1 = n * (size_t)(w + 1) / (size_t)workers;
+        if (c0 < c1) {
+            quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
+            quant::fill_columns(a, c0, c1);
+        }
+        prepared.fetch_add(1, std::memory_order_release);
+        par::spin_until(prepared, workers);
+        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
+            const size_t r0 = j * job, r1 = std::min(total, r0 + job);
+            size_t off = 0;
+            for (const Out& o : outs) {
+                const size_t rows = (size_t)o.w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
+                if (lo < hi) quant::rows(a, o.w->data, lo - off, hi - off, o.y, rows);
+                off += rows;
+            }
         }
     });
 }

@@ -45,11 +45,13 @@ float f16_dot_fast(size_t n, const uint16_t* w, const uint16_t* x, Isa isa) {
 }
 
 // Part 0, for several columns only: the columns widened to f32 (exact).
-void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
+void f16_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
-    if (ncols < 2) return;
-    p.layout({cols * ncols * sizeof(float)});
-    f16_to_f32_row(x, p.part<float>(0), cols * ncols);
+    if (ncols >= 2) p.layout({cols * ncols * sizeof(float)});
+}
+void f16_prepare(const uint16_t* x, Prepared& p, size_t c0, size_t c1) {
+    if (p.ncols < 2 || c0 >= c1) return;
+    f16_to_f32_row(x + c0 * p.cols, p.part<float>(0) + c0 * p.cols, (c1 - c0) * p.cols);
 }
 
 void f16_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,

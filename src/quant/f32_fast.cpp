@@ -21,7 +21,7 @@ BANKML_AVX2 float vec_dot_f32_avx2(size_t n, const float* w, const float* x) {
 namespace detail {
 
 // Nothing to prepare: the columns are read as they are.
-void f32_prepare(const float*, size_t cols, size_t ncols, Prepared& p, Isa isa) {
+void f32_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
 }
 

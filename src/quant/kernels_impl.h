@@ -56,12 +56,19 @@ inline constexpr int32_t Q1_MAGIC_BITS = 0x4B400000;
 inline constexpr size_t Q1_TILE_REC = 320;
 
 #if defined(__x86_64__)
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
+void q1_0_prepare(const BlockQ8_0* x, Prepared& p, size_t c0, size_t c1);
+// Both steps for every column, on one thread.
+inline void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
+    q1_0_layout(cols, ncols, isa, p);
+    q1_0_prepare(x, p, 0, ncols);
+}
 void q1_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
 void q1_0_rows_avx512(const BlockQ1_0* w, size_t cols, size_t r0, size_t r1, const BlockQ8_0* x, const Prepared& p,
                       size_t ncols, float* y, size_t ldy);
-void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void q2_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
+void q2_0_prepare(const BlockQ8_0* x, Prepared& p, size_t c0, size_t c1);
 // Bytes per (column, 64-weight block) of the Q2_0 kernels' prepared activations (q2_0_fast.cpp).
 inline constexpr size_t Q2_REC = 88;
 void q2_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
@@ -93,10 +100,11 @@ void q2_0_row_groups(const BlockQ2_0* wb, size_t nb, size_t r0, size_t r1, size_
 float f16_dot_fast(size_t n, const uint16_t* w, const uint16_t* x, Isa isa);
 float f16_dot_avx512(size_t n, const uint16_t* w, const uint16_t* x);
 float f16_dotf_avx512(size_t n, const float* w, const float* x);
-void f32_prepare(const float* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void f32_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
 void f32_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                    float* y, size_t ldy);
-void f16_prepare(const uint16_t* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void f16_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
+void f16_prepare(const uint16_t* x, Prepared& p, size_t c0, size_t c1);
 void f16_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                    float* y, size_t ldy);
 #endif

@@ -36,16 +36,26 @@ static detail::Prepared& caller_scratch() {
     return p;
 }
 
-Columns prepare_columns(Type t, const void* x, size_t cols, size_t ncols, Path path) {
+Columns lay_out_columns(Type t, const void* x, size_t cols, size_t ncols, Path path) {
     check_cols(t, cols, "prepare_columns");
     const TypeTraits& tt = traits(t);
     const Isa isa = path_isa(path);
     Columns a{&tt, x, cols, ncols, nullptr};
     if (tt.rows_fast && isa != Isa::Scalar && ncols > 0) {
         detail::Prepared& prep = caller_scratch();
-        tt.prepare(x, cols, ncols, isa, prep);
+        tt.prepare_layout(cols, ncols, isa, prep);
         a.prep = &prep;
     }
+    return a;
+}
+
+void fill_columns(const Columns& a, size_t c0, size_t c1) {
+    if (a.prep && c0 < c1 && c1 <= a.ncols) a.tt->prepare(a.x, *a.prep, c0, c1);
+}
+
+Columns prepare_columns(Type t, const void* x, size_t cols, size_t ncols, Path path) {
+    const Columns a = lay_out_columns(t, x, cols, ncols, path);
+    fill_columns(a, 0, ncols);
     return a;
 }
 

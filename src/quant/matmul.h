@@ -46,9 +46,14 @@ struct Columns {
     const TypeTraits* tt = nullptr;
     const void* x = nullptr;
     size_t cols = 0, ncols = 0;
-    const detail::Prepared* prep = nullptr;  // null: the reference rows run
+    detail::Prepared* prep = nullptr;  // null: the reference rows run (the calling thread's scratch)
 };
 Columns prepare_columns(Type t, const void* x, size_t cols, size_t ncols, Path path = Path::Auto);
+// The same in two steps, so that several threads may share the work: lay_out_columns sizes the
+// calling thread's scratch (valid as prepare_columns's), then fill_columns prepares columns
+// [c0, c1) of x, on any thread; every column is filled once before rows() reads any.
+Columns lay_out_columns(Type t, const void* x, size_t cols, size_t ncols, Path path = Path::Auto);
+void fill_columns(const Columns& a, size_t c0, size_t c1);
 // y[c * ldy + r] = row r of w (rows of a.cols values) . column c of a, for r in [r0, r1).
 void rows(const Columns& a, const void* w, size_t r0, size_t r1, float* y, size_t ldy);
 

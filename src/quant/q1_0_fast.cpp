@@ -52,19 +52,29 @@ BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t
 // four sub-blocks' quants, MAGIC_BITS - T lanes, scales and scales times -MAGIC), and 4 per column
 // whether its scales are all finite. The values do not depend on the CPU; the AVX2 loop computes
 // them where the CPU has AVX2.
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
-    const size_t n = cols / QK8_0 * ncols, nbx = cols / QK8_0;
-    const bool vnni = isa == Isa::AvxVnni || isa == Isa::Avx512Vnni;
-    const bool tiles = (isa == Isa::Avx512Vnni && ncols > 1) || isa == Isa::Avx2;
-    const bool sums = vnni || tiles;
+static bool q1_0_tiles(const Prepared& p) { return (p.isa == Isa::Avx512Vnni && p.ncols > 1) || p.isa == Isa::Avx2; }
+static bool q1_0_sums(const Prepared& p) { return p.isa == Isa::AvxVnni || p.isa == Isa::Avx512Vnni || q1_0_tiles(p); }
+
+void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
+    const size_t n = cols / QK8_0 * ncols;
+    const bool tiles = q1_0_tiles(p), sums = q1_0_sums(p);
     p.layout({n * sizeof(float), sums ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
               tiles ? ncols : 0});
-    float* d = p.part<float>(0);
-    int32_t* negt = sums ? p.part<int32_t>(1) : nullptr;
-    uint8_t* has_m128 = p.part<uint8_t>(2);
-    uint8_t* rec = tiles ? p.part<uint8_t>(3) : nullptr;
-    std::memset(has_m128, 0, ncols);
+}
+
+// Columns [c0, c1): their blocks from c0 · nbx on (a weight block is four Q8_0 blocks of one
+// column, so the records start on a record).
+void q1_0_prepare(const BlockQ8_0* x0, Prepared& p, size_t c0, size_t c1) {
+    if (c0 >= c1) return;
+    const size_t nbx = p.cols / QK8_0, first = c0 * nbx, n = (c1 - c0) * nbx;
+    const bool tiles = q1_0_tiles(p), sums = q1_0_sums(p);
+    const BlockQ8_0* x = x0 + first;
+    float* d = p.part<float>(0) + first;
+    int32_t* negt = sums ? p.part<int32_t>(1) + first * 8 : nullptr;
+    uint8_t* has_m128 = p.part<uint8_t>(2) + c0;
+    uint8_t* rec = tiles ? p.part<uint8_t>(3) + first / 4 * Q1_TILE_REC : nullptr;
+    std::memset(has_m128, 0, c1 - c0);
     if (isa_supported(Isa::Avx2)) {
         prepare_blocks_avx2(x, n, nbx, d, negt, has_m128, rec);
     } else {
@@ -87,8 +97,8 @@ void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Is
             }
     }
     if (!tiles) return;
-    uint8_t* finite = p.part<uint8_t>(4);
-    std::memset(finite, 1, ncols);
+    uint8_t* finite = p.part<uint8_t>(4) + c0;
+    std::memset(finite, 1, c1 - c0);
     for (size_t i = 0; i < n; ++i) {
         const float ndm = d[i] * -Q1_MAGIC;
         std::memcpy(rec + i / 4 * Q1_TILE_REC + 256 + i % 4 * 4, &d[i], 4);

@@ -31,11 +31,13 @@ namespace bankml::quant::detail {
 // code sits at bits 2s of byte b of the rows' dword q); then -T of each sub-block (the negated sum
 // of its 32 quants); then the f32 of each sub-block's scale; then -4T of each sub-block (read by the
 // avx2 loop). Every level's kernel reads these.
-void q2_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa) {
+void q2_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
-    const size_t nb = cols / QK2_0 * ncols;  // 64-weight blocks of all columns
-    p.layout({nb * Q2_REC});
-    for (size_t bi = 0; bi < nb; ++bi) {
+    p.layout({cols / QK2_0 * ncols * Q2_REC});  // a record per 64-weight block of every column
+}
+void q2_0_prepare(const BlockQ8_0* x, Prepared& p, size_t c0, size_t c1) {
+    const size_t nbc = p.cols / QK2_0;  // 64-weight blocks a column
+    for (size_t bi = c0 * nbc; bi < c1 * nbc; ++bi) {
         uint8_t* rec = p.part<uint8_t>(0) + bi * Q2_REC;
         for (size_t q = 0; q < 4; ++q)
             for (size_t s = 0; s < 4; ++s)

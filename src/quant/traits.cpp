@@ -73,18 +73,16 @@ void q2_0_to_float(const void* x, float* y, size_t n) {
 
 #if defined(__x86_64__)
 #define BANKML_FAST(f) f
-void q1_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
-    detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, isa);
+void q1_0_prepare(const void* x, detail::Prepared& p, size_t c0, size_t c1) {
+    detail::q1_0_prepare(static_cast<const BlockQ8_0*>(x), p, c0, c1);
 }
-void q2_0_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
-    detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), cols, ncols, p, isa);
+void q2_0_prepare(const void* x, detail::Prepared& p, size_t c0, size_t c1) {
+    detail::q2_0_prepare(static_cast<const BlockQ8_0*>(x), p, c0, c1);
 }
-void f32_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
-    detail::f32_prepare(static_cast<const float*>(x), cols, ncols, p, isa);
-}
+void f32_prepare(const void*, detail::Prepared&, size_t, size_t) {}  // the columns are read as they are
 // One column reads the f16 values directly; several share their f32 widening.
-void f16_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p) {
-    detail::f16_prepare(static_cast<const uint16_t*>(x), cols, ncols, p, isa);
+void f16_prepare(const void* x, detail::Prepared& p, size_t c0, size_t c1) {
+    detail::f16_prepare(static_cast<const uint16_t*>(x), p, c0, c1);
 }
 #else
 #define BANKML_FAST(f) nullptr
@@ -92,21 +90,22 @@ void f16_prepare(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prep
 
 // A type bankml knows only by its layout.
 constexpr TypeTraits layout(Type t, const char* name, uint32_t block, uint32_t bytes) {
-    return {t, name, block, bytes, t, nullptr, nullptr, nullptr, nullptr, nullptr, -1};
+    return {t, name, block, bytes, t, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, -1};
 }
 
 constexpr TypeTraits TABLE[] = {
     // llama_ftype: ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7; Q1_0 and Q2_0 as the tiny oracle files.
     {Type::F32, "f32", 1, 4, Type::F32, f32_from_float, f32_to_float,
-     rows_ref<float, float, 1, 1, vec_dot_f32_ref>, BANKML_FAST(f32_prepare), BANKML_FAST(detail::f32_rows_fast), 0},
+     rows_ref<float, float, 1, 1, vec_dot_f32_ref>, BANKML_FAST(detail::f32_layout),
+     BANKML_FAST(f32_prepare), BANKML_FAST(detail::f32_rows_fast), 0},
     {Type::F16, "f16", 1, 2, Type::F16, f16_from_float, f16_to_float,
-     rows_ref<uint16_t, uint16_t, 1, 1, vec_dot_f16_ref>, BANKML_FAST(f16_prepare),
+     rows_ref<uint16_t, uint16_t, 1, 1, vec_dot_f16_ref>, BANKML_FAST(detail::f16_layout), BANKML_FAST(f16_prepare),
      BANKML_FAST(detail::f16_rows_fast), 1},
     layout(Type::Q4_0, "q4_0", 32, 18),
     layout(Type::Q4_1, "q4_1", 32, 20),
     layout(Type::Q5_0, "q5_0", 32, 22),
     layout(Type::Q5_1, "q5_1", 32, 24),
-    {Type::Q8_0, "q8_0", QK8_0, sizeof(BlockQ8_0), Type::Q8_0, q8_0_from_float, nullptr, nullptr, nullptr, nullptr, 7},
+    {Type::Q8_0, "q8_0", QK8_0, sizeof(BlockQ8_0), Type::Q8_0, q8_0_from_float, nullptr, nullptr, nullptr, nullptr, nullptr, 7},
     layout(Type::Q8_1, "q8_1", 32, 36),
     layout(Type::Q2_K, "q2_K", 256, 84),
     layout(Type::Q3_K, "q3_K", 256, 110),
@@ -133,10 +132,10 @@ constexpr TypeTraits TABLE[] = {
     layout(Type::TQ2_0, "tq2_0", 256, 66),
     layout(Type::MXFP4, "mxfp4", 32, 17),
     {Type::Q1_0, "q1_0", QK1_0, sizeof(BlockQ1_0), Type::Q8_0, nullptr, q1_0_to_float,
-     rows_ref<BlockQ1_0, BlockQ8_0, QK1_0, QK8_0, vec_dot_q1_0_ref>, BANKML_FAST(q1_0_prepare),
+     rows_ref<BlockQ1_0, BlockQ8_0, QK1_0, QK8_0, vec_dot_q1_0_ref>, BANKML_FAST(detail::q1_0_layout), BANKML_FAST(q1_0_prepare),
      BANKML_FAST(detail::q1_0_rows_fast), 40},
     {Type::Q2_0, "q2_0", QK2_0, sizeof(BlockQ2_0), Type::Q8_0, nullptr, q2_0_to_float,
-     rows_ref<BlockQ2_0, BlockQ8_0, QK2_0, QK8_0, vec_dot_q2_0_ref>, BANKML_FAST(q2_0_prepare),
+     rows_ref<BlockQ2_0, BlockQ8_0, QK2_0, QK8_0, vec_dot_q2_0_ref>, BANKML_FAST(detail::q2_0_layout), BANKML_FAST(q2_0_prepare),
      BANKML_FAST(detail::q2_0_rows_fast), 41},
 };
 

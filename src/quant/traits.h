@@ -38,9 +38,12 @@ using ToFloat = void (*)(const void* x, float* y, size_t n);
 using RowsRef = void (*)(const void* w, size_t cols, size_t r0, size_t r1, const void* x, size_t ncols, float* y,
                          size_t ldy);
 // The fast path's once-per-call work on the activation columns (scales to f32, sums) for a level
-// (not scalar), and the rows kernel that reads it (it runs at the level prepare recorded). Same
-// bits as rows_ref at every level.
-using PrepareFn = void (*)(const void* x, size_t cols, size_t ncols, Isa isa, detail::Prepared& p);
+// (not scalar), and the rows kernel that reads it (it runs at the level the layout recorded). Same
+// bits as rows_ref at every level. LayoutFn sizes p for ncols columns of cols values; PrepareFn
+// then fills columns [c0, c1) of it from x (all ncols columns): each column's part is its own, so
+// ranges may be filled in any order, on any threads, each column once.
+using LayoutFn = void (*)(size_t cols, size_t ncols, Isa isa, detail::Prepared& p);
+using PrepareFn = void (*)(const void* x, detail::Prepared& p, size_t c0, size_t c1);
 using RowsFast = void (*)(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const detail::Prepared& p,
                           size_t ncols, float* y, size_t ldy);
 
@@ -53,6 +56,7 @@ struct TypeTraits {
     FromFloat from_float;      // null unless it is an activation type
     ToFloat to_float;          // null: bankml does not read it as f32
     RowsRef rows_ref;          // null: no product kernel (mat_vec / mat_mat refuse it)
+    LayoutFn prepare_layout;   // set with rows_fast
     PrepareFn prepare;         // set with rows_fast
     RowsFast rows_fast;        // null: the reference runs on every path
     int32_t file_type;         // llama.cpp's general.file_type for a model of this type; -1: none
