@@ -184,6 +184,9 @@ BANKML_LUT_AVX2 static void group_rows_avx2(const uint8_t* p, size_t nb, const u
 #pragma GCC unroll 4
         for (int v = 0; v < 4; ++v) acc[jj][v] = _mm256_setzero_ps();
     for (size_t ib = 0; ib < nb; ++ib, p += GROUP_BLOCK_BYTES) {
+        // As in group_rows: the group's next blocks asked for well ahead.
+        for (size_t b = 0; b < GROUP_BLOCK_BYTES; b += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(p + PREFETCH_BLOCKS * GROUP_BLOCK_BYTES + b), _MM_HINT_T0);
         const __m256 dlo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         const __m256 dhi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)));
         const __m256 d0[4] = {_mm256_permutevar8x32_ps(dlo, even), _mm256_permutevar8x32_ps(dlo, odd),
