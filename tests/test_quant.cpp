@@ -546,48 +546,118 @@ static void check_q1_0_loops(Isa level) {
     }
 }
 
-// The lane-table decode (q1_0_lut.h) against the reference, column by column: extreme scales
-// (subnormal, f16 max, zero), columns holding -128 against a clear sign bit (the int8 wrap), 23
-// rows (a padded last group), and a row range of one group that writes nothing else.
-TEST(quant_q1_0_lut_decode_equals_reference) {
-    if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512: the lane-table decode cannot run on this CPU");
+// One column's lane tables and rows through one of the decodes of q1_0_lut.h.
+struct LaneTables {
+    lut::Kernel kernel;
+    std::vector<float> tv;
+    float* t;
+    LaneTables(lut::Kernel k, size_t cols)
+        : kernel(k), tv((k == lut::Kernel::Avx512 ? lut::table_floats(cols) : lut::table_bytes_avx2(cols) / 4) + 16) {
+        t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tv.data()) + 63) & ~uintptr_t(63));
+    }
+    void tables(const BlockQ8_0* x, size_t cols) {
+        if (kernel == lut::Kernel::Avx512) lut::tables(x, cols, t);
+        else lut::tables_avx2(x, cols, reinterpret_cast<uint8_t*>(t));
+    }
+    // The tables of blocks [b0, b1) of the column only, in their place (the products share the
+    // blocks out among threads).
+    void tables_part(const BlockQ8_0* x, size_t b0, size_t b1) {
+        if (kernel == lut::Kernel::Avx512) lut::tables(x + b0, (b1 - b0) * QK8_0, t + b0 * lut::table_floats(QK8_0));
+        else lut::tables_avx2(x + b0, (b1 - b0) * QK8_0, reinterpret_cast<uint8_t*>(t) + b0 * lut::TABLE_AVX2_BYTES);
+    }
+    size_t bytes(size_t cols) const {
+        return kernel == lut::Kernel::Avx512 ? lut::table_floats(cols) * sizeof(float) : lut::table_bytes_avx2(cols);
+    }
+    void rows(const uint8_t* packed, size_t rows, size_t cols, size_t g0, size_t g1, float* y) const {
+        if (kernel == lut::Kernel::Avx512) lut::rows(packed, rows, cols, g0, g1, t, y);
+        else lut::rows_avx2(packed, rows, cols, g0, g1, reinterpret_cast<const uint8_t*>(t), y);
+    }
+};
+
+// The lane-table decode against the reference, column by column: extreme scales (subnormal, f16
+// max, zero), columns holding -128 against a clear sign bit (the int8 wrap) and one of -128 only,
+// 23 rows (a padded last group), a row range of one group that writes nothing else, one weight
+// block a row, and a layer's shape.
+void check_lut_decode(lut::Kernel kernel) {
     for (uint32_t seed : {31u, 32u, 33u}) {
         Q1Case c = q1_case(seed, {2, 5});
-        const auto* xb = reinterpret_cast<const BlockQ8_0*>(c.x.data());
+        auto* xb = reinterpret_cast<BlockQ8_0*>(c.x.data());
         const size_t nbx = c.cols / QK8_0;
+        for (size_t i = 0; i < nbx; ++i)  // column 4: every quant -128
+            for (auto& q : xb[4 * nbx + i].qs) q = -128;
+        mat_mat(Type::Q1_0, c.w.data(), c.rows, c.cols, c.x.data(), c.ncols, c.ref.data(), Path::Reference);
         std::vector<uint8_t> packed(lut::packed_bytes(c.rows, c.cols));
         lut::pack(reinterpret_cast<const BlockQ1_0*>(c.w.data()), c.rows, c.cols, packed.data());
-        std::vector<float> tv(lut::table_floats(c.cols) + 16);
-        float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tv.data()) + 63) & ~uintptr_t(63));
+        LaneTables lt(kernel, c.cols);
         for (size_t col = 0; col < c.ncols; ++col) {
-            lut::tables(xb + col * nbx, c.cols, t);
+            lt.tables(xb + col * nbx, c.cols);
             std::vector<float> y(c.rows + 16, -1.0f);
-            lut::rows(packed.data(), c.rows, c.cols, 0, lut::groups(c.rows), t, y.data());
+            lt.rows(packed.data(), c.rows, c.cols, 0, lut::groups(c.rows), y.data());
             if (!CHECK(std::memcmp(y.data(), c.ref.data() + col * c.rows, c.rows * 4) == 0))
                 bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " seed " + std::to_string(seed));
             CHECK(y[c.rows] == -1.0f);  // nothing past the rows
             std::vector<float> yr(c.rows, -1.0f);
-            lut::rows(packed.data(), c.rows, c.cols, 1, 2, t, yr.data());
+            lt.rows(packed.data(), c.rows, c.cols, 1, 2, yr.data());
             bool ok = true;
             for (size_t r = 0; r < c.rows; ++r)
                 ok &= r >= lut::ROWS ? std::memcmp(&yr[r], &c.ref[col * c.rows + r], 4) == 0 : yr[r] == -1.0f;
             CHECK(ok);
         }
     }
+    // One weight block a row (128 columns), 33 rows: three groups, the last holding one row.
+    {
+        std::mt19937 g(35);
+        const size_t rows = 33, cols = 128;
+        auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Extremes);
+        auto x = rand_acts(g, Type::Q1_0, cols, 1, Regime::Extremes);
+        std::vector<float> ref(rows), y(rows + 16, -1.0f);
+        mat_vec(Type::Q1_0, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
+        std::vector<uint8_t> packed(lut::packed_bytes(rows, cols));
+        lut::pack(reinterpret_cast<const BlockQ1_0*>(w.data()), rows, cols, packed.data());
+        LaneTables lt(kernel, cols);
+        lt.tables(reinterpret_cast<const BlockQ8_0*>(x.data()), cols);
+        lt.rows(packed.data(), rows, cols, 0, lut::groups(rows), y.data());
+        CHECK(std::memcmp(y.data(), ref.data(), rows * 4) == 0);
+        CHECK(y[rows] == -1.0f);
+    }
     // A layer's shape, random weights and columns.
     std::mt19937 g(34);
     const size_t rows = 256, cols = 4096;
     auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
     auto x = rand_acts(g, Type::Q1_0, cols, 1, Regime::Random);
-    std::vector<float> ref(rows);
+    std::vector<float> ref(rows), y(rows);
     mat_vec(Type::Q1_0, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
     std::vector<uint8_t> packed(lut::packed_bytes(rows, cols));
     lut::pack(reinterpret_cast<const BlockQ1_0*>(w.data()), rows, cols, packed.data());
-    std::vector<float> tv(lut::table_floats(cols) + 16), y(rows);
-    float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tv.data()) + 63) & ~uintptr_t(63));
-    lut::tables(reinterpret_cast<const BlockQ8_0*>(x.data()), cols, t);
-    lut::rows(packed.data(), rows, cols, 0, lut::groups(rows), t, y.data());
+    LaneTables lt(kernel, cols);
+    lt.tables(reinterpret_cast<const BlockQ8_0*>(x.data()), cols);
+    lt.rows(packed.data(), rows, cols, 0, lut::groups(rows), y.data());
     CHECK(std::memcmp(y.data(), ref.data(), rows * 4) == 0);
+    // The same tables made in three uneven parts.
+    LaneTables parts(kernel, cols);
+    const size_t nbx = cols / QK8_0;
+    for (auto [b0, b1] : {std::pair<size_t, size_t>{0, 5}, {5, nbx / 2 + 1}, {nbx / 2 + 1, nbx}})
+        parts.tables_part(reinterpret_cast<const BlockQ8_0*>(x.data()), b0, b1);
+    CHECK(std::memcmp(parts.t, lt.t, lt.bytes(cols)) == 0);
+}
+
+TEST(quant_q1_0_lut_decode_equals_reference) {
+    if (!isa_supported(Isa::Avx512)) SKIP("avx512", "no AVX-512: the lane-table decode cannot run on this CPU");
+    check_lut_decode(lut::Kernel::Avx512);
+}
+
+TEST(quant_q1_0_lut_avx2_decode_equals_reference) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the AVX2 lane-table decode cannot run on this CPU");
+    check_lut_decode(lut::Kernel::Avx2);
+}
+
+// Which decode each kernel level runs: the AVX2 one wherever the level has AVX2 but not AVX-512.
+TEST(quant_q1_0_lut_kernel_for_each_level) {
+    CHECK(lut::kernel_for(Isa::Scalar) == lut::Kernel::None);
+    CHECK(lut::kernel_for(Isa::Avx2) == lut::Kernel::Avx2);
+    CHECK(lut::kernel_for(Isa::AvxVnni) == lut::Kernel::Avx2);
+    CHECK(lut::kernel_for(Isa::Avx512) == lut::Kernel::Avx512);
+    CHECK(lut::kernel_for(Isa::Avx512Vnni) == lut::Kernel::Avx512);
 }
 
 // The AVX2 loops (the identity loops dot4_ident and rows_ident; dot_row and dot4_decoded for

@@ -146,14 +146,19 @@ static bool lane_tables_allowed() {
 bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const float* x, const Make* make) {
 #if !defined(__x86_64__)
     (void)pool, (void)outs, (void)x, (void)make;
-    return false;  // (the tables need AVX-512)
+    return false;  // (the tables need AVX2 or AVX-512)
 #else
-    if (!lane_tables_allowed() || quant::path_isa(quant::Path::Auto) < Isa::Avx512) return false;
+    namespace lut = quant::lut;
+    const lut::Kernel kernel = lut::kernel_for(quant::path_isa(quant::Path::Auto));
+    if (!lane_tables_allowed() || kernel == lut::Kernel::None) return false;
     for (const Out& o : outs)
-        if (o.w->rows % int64_t(quant::lut::ROWS) != 0) return false;
+        if (o.w->rows % int64_t(lut::ROWS) != 0) return false;
     const size_t cols = (size_t)outs[0].w->cols, nb = cols / quant::QK8_0;
-    if (tables_.size() < quant::lut::table_floats(cols) + 16) tables_.resize(quant::lut::table_floats(cols) + 16);
+    const bool wide = kernel == lut::Kernel::Avx512;
+    const size_t floats = wide ? lut::table_floats(cols) : lut::table_bytes_avx2(cols) / 4;
+    if (tables_.size() < floats + 16) tables_.resize(floats + 16);
     float* t = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(tables_.data()) + 63) & ~uintptr_t(63));
+    uint8_t* tb = reinterpret_cast<uint8_t*>(t);
     auto* act = reinterpret_cast<quant::BlockQ8_0*>(act_.data());
     packed_.clear();
     size_t total = 0;
@@ -161,8 +166,8 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
     // One pool run. First each worker quantizes its share of the column's Q8_0 blocks and makes
     // their tables (each block's quants and tables are its own, so the split changes no bit), and
     // waits at a counter for the others; then the workers take jobs of rows. Jobs are whole pairs
-    // of groups (the kernel runs two at a time), and every matrix starts on a group.
-    constexpr size_t PAIR = 2 * quant::lut::ROWS;
+    // of groups (the AVX-512 kernel runs two at a time), and every matrix starts on a group.
+    constexpr size_t PAIR = 2 * lut::ROWS;
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
     const size_t jobs = (total + job - 1) / job;
     const int workers = pool.threads();
@@ -174,7 +179,8 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
         if (b0 < b1) {
             if (make) (*make)(b0 * quant::QK8_0, b1 * quant::QK8_0);
             q8.from_float(x + b0 * quant::QK8_0, reinterpret_cast<uint8_t*>(act + b0), (b1 - b0) * quant::QK8_0, quant::Path::Auto);
-            quant::lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * quant::lut::table_floats(quant::QK8_0));
+            if (wide) lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * lut::table_floats(quant::QK8_0));
+            else lut::tables_avx2(act + b0, (b1 - b0) * quant::QK8_0, tb + b0 * lut::TABLE_AVX2_BYTES);
         }
         tabulated.fetch_add(1, std::memory_order_release);
         par::spin_until(tabulated, workers);
@@ -183,9 +189,11 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
             size_t off = 0;
             for (size_t i = 0; i < outs.size(); ++i) {
                 const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-                if (lo < hi)
-                    quant::lut::rows(packed_[i], rows, cols, (lo - off) / quant::lut::ROWS, (hi - off + quant::lut::ROWS - 1) / quant::lut::ROWS,
-                                     t, outs[i].y);
+                if (lo < hi) {
+                    const size_t g0 = (lo - off) / lut::ROWS, g1 = (hi - off + lut::ROWS - 1) / lut::ROWS;
+                    if (wide) lut::rows(packed_[i], rows, cols, g0, g1, t, outs[i].y);
+                    else lut::rows_avx2(packed_[i], rows, cols, g0, g1, tb, outs[i].y);
+                }
                 off += rows;
             }
         }

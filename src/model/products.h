@@ -82,8 +82,8 @@ public:
 private:
     void offloaded(par::Pool& pool, std::span<const Out> outs, const float* x);
     // One column by Q1_0 matrices through the lane tables (quant/q1_0_lut.h), where the kernels'
-    // level has AVX-512, every matrix's rows are whole groups and BANKML_LANE_TABLES is not "off";
-    // false: not taken.
+    // level has AVX2 (the AVX2 decode at avx2 and avxvnni, the AVX-512 one above), every matrix's
+    // rows are whole groups and BANKML_LANE_TABLES is not "off"; false: not taken.
     bool lane_tables(par::Pool& pool, std::span<const Out> outs, const float* x, const Make* make);
     // A Q1_0 matrix's decode layout, made on its first use and kept (the weights' bytes again).
     const uint8_t* decode_layout(par::Pool& pool, const Matrix& w);
