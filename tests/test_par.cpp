@@ -1,5 +1,6 @@
 #include <atomic>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "par/pool.h"
@@ -45,17 +46,15 @@ TEST(pool_run_calls_each_worker_id_once) {
 
 // Phase two of every worker sees every worker's phase-one writes, also with more threads than
 // this machine has cores (the waiting workers yield).
-TEST(spin_until_orders_the_phases_of_one_run) {
+TEST(phases_order_the_two_phases_of_one_run) {
     for (int threads : {1, 2, 3, 8}) {
         Pool pool(threads);
         for (int rep = 0; rep < 50; ++rep) {
-            std::vector<int> first(size_t(threads), -1);  // plain ints: the counter orders them
+            std::vector<int> first(size_t(threads), -1);  // plain ints: the barrier orders them
             std::vector<int> seen(size_t(threads), 0);
-            std::atomic<int> done{0};
+            bankml::par::Phases phases(threads);
             pool.run([&](int w) {
-                first[size_t(w)] = rep * 100 + w;
-                done.fetch_add(1, std::memory_order_release);
-                bankml::par::spin_until(done, threads);
+                phases.first([&] { first[size_t(w)] = rep * 100 + w; });
                 int ok = 0;
                 for (int i = 0; i < threads; ++i) ok += first[size_t(i)] == rep * 100 + i;
                 seen[size_t(w)] = ok;
@@ -63,6 +62,32 @@ TEST(spin_until_orders_the_phases_of_one_run) {
             for (int w = 0; w < threads; ++w)
                 if (!CHECK_EQ(seen[size_t(w)], threads)) return;
         }
+    }
+}
+
+// A first-phase share that throws: the others pass the barrier (no worker waits forever), run()
+// rethrows the error, and the pool stays usable.
+TEST(phases_a_throwing_share_reaches_the_caller_without_a_hang) {
+    for (int threads : {2, 3, 8}) {
+        Pool pool(threads);
+        std::atomic<int> second{0};
+        bankml::par::Phases phases(threads);
+        bool caught = false;
+        try {
+            pool.run([&](int w) {
+                phases.first([&] {
+                    if (w == threads - 1) throw std::runtime_error("share failed");
+                });
+                second.fetch_add(1);
+            });
+        } catch (const std::runtime_error& e) {
+            caught = std::string(e.what()) == "share failed";
+        }
+        CHECK(caught);
+        CHECK_EQ(second.load(), threads - 1);
+        std::atomic<int> again{0};
+        pool.run([&](int) { again.fetch_add(1); });
+        CHECK_EQ(again.load(), threads);
     }
 }
 

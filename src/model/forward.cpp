@@ -235,14 +235,13 @@ void Model::Impl::attention(int il, size_t t0, size_t n, int p0, bool heads) {
     const bool here = jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION;
     const int workers = here ? 1 : pool->threads();
     std::atomic<size_t> next{0}, next_head{0};
-    std::atomic<int> stored{0};
+    par::Phases stored(workers);
     auto work = [&](int worker) {
-        if (heads) {
-            for (size_t j; (j = next_head.fetch_add(1, std::memory_order_relaxed)) < NH + NKV;)
-                store_head(il, j, q.data(), k.data(), v.data(), rope_cs.data(), p0);
-            stored.fetch_add(1, std::memory_order_release);
-            par::spin_until(stored, workers);
-        }
+        if (heads)
+            stored.first([&] {
+                for (size_t j; (j = next_head.fetch_add(1, std::memory_order_relaxed)) < NH + NKV;)
+                    store_head(il, j, q.data(), k.data(), v.data(), rope_cs.data(), p0);
+            });
         void* scratch = att_scratch.data() + (size_t)worker * ops::attend_scratch_bytes(D);
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t row = j / NH, t = t0 + row, hq = j % NH;

@@ -97,16 +97,15 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     for (const Out& o : outs) total += (size_t)o.w->rows;
     const size_t job = job_rows(total, n, pool.threads()), jobs = (total + job - 1) / job;
     const int workers = pool.threads();
-    std::atomic<int> prepared{0};
+    par::Phases prepared(workers);
     std::atomic<size_t> next{0};
     pool.run([&](int w) {
-        const size_t c0 = n * (size_t)w / (size_t)workers, c1 = n * (size_t)(w + 1) / (size_t)workers;
-        if (c0 < c1) {
+        prepared.first([&] {
+            const size_t c0 = n * (size_t)w / (size_t)workers, c1 = n * (size_t)(w + 1) / (size_t)workers;
+            if (c0 >= c1) return;
             quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
             quant::fill_columns(a, c0, c1);
-        }
-        prepared.fetch_add(1, std::memory_order_release);
-        par::spin_until(prepared, workers);
+        });
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t r0 = j * job, r1 = std::min(total, r0 + job);
             size_t off = 0;
@@ -172,18 +171,17 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
     const size_t jobs = (total + job - 1) / job;
     const int workers = pool.threads();
     const quant::TypeTraits& q8 = quant::traits(quant::Type::Q8_0);
-    std::atomic<int> tabulated{0};
+    par::Phases tabulated(workers);
     std::atomic<size_t> next{0};
     pool.run([&](int w) {
-        const size_t b0 = nb * (size_t)w / (size_t)workers, b1 = nb * (size_t)(w + 1) / (size_t)workers;
-        if (b0 < b1) {
+        tabulated.first([&] {
+            const size_t b0 = nb * (size_t)w / (size_t)workers, b1 = nb * (size_t)(w + 1) / (size_t)workers;
+            if (b0 >= b1) return;
             if (make) (*make)(b0 * quant::QK8_0, b1 * quant::QK8_0);
             q8.from_float(x + b0 * quant::QK8_0, reinterpret_cast<uint8_t*>(act + b0), (b1 - b0) * quant::QK8_0, quant::Path::Auto);
             if (wide) lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * lut::table_floats(quant::QK8_0));
             else lut::tables_avx2(act + b0, (b1 - b0) * quant::QK8_0, tb + b0 * lut::TABLE_AVX2_BYTES);
-        }
-        tabulated.fetch_add(1, std::memory_order_release);
-        par::spin_until(tabulated, workers);
+        });
         for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
             const size_t r0 = j * job, r1 = std::min(total, r0 + job);
             size_t off = 0;

@@ -32,6 +32,17 @@ static inline void cpu_relax() {}
 
 namespace bankml::par {
 
+void Phases::first(FnRef<void()> f) {
+    try {
+        f();
+    } catch (...) {
+        done_.fetch_add(1, std::memory_order_release);
+        throw;
+    }
+    done_.fetch_add(1, std::memory_order_release);
+    spin_until(done_, workers_);
+}
+
 void spin_until(const std::atomic<int>& counter, int target) {
     for (int spins = 0; counter.load(std::memory_order_acquire) < target; ++spins)
         if (spins < 256) cpu_relax();

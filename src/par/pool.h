@@ -17,9 +17,8 @@ namespace bankml::par {
 
 inline constexpr size_t CHUNK_ROWS = 16;
 
-// Returns once counter >= target: a barrier between the phases of one Pool::run, whose workers all
-// run. Spins a while, then gives up its time slice at each check (more threads than cores: the
-// worker it waits for may need the core).
+// Returns once counter >= target. Spins a while, then gives up its time slice at each check (more
+// threads than cores: the thread it waits for may need the core).
 void spin_until(const std::atomic<int>& counter, int target);
 
 // A non-owning reference to a callable, so that a job costs no allocation.
@@ -79,6 +78,20 @@ private:
     std::atomic<int> caller_sleeping_{0};
     std::atomic<bool> quit_{false};
     std::vector<std::exception_ptr> errors_;
+};
+
+// A barrier between two phases of one Pool::run, whose workers all run: each worker calls
+// first(f) with its share of the first phase, which returns once every worker's share has returned.
+// A share that throws still counts as done and rethrows at once (run() then rethrows it to the
+// caller), so no worker waits forever for it.
+class Phases {
+public:
+    explicit Phases(int workers) : workers_(workers) {}
+    void first(FnRef<void()> f);
+
+private:
+    std::atomic<int> done_{0};
+    int workers_;
 };
 
 }  // namespace bankml::par
