@@ -604,12 +604,12 @@ void check_lut_decode(lut::Kernel kernel) {
             CHECK(ok);
         }
     }
-    // One weight block a row (128 columns), 33 rows: three groups, the last holding one row.
-    {
-        std::mt19937 g(35);
-        const size_t rows = 33, cols = 128;
-        auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Extremes);
-        auto x = rand_acts(g, Type::Q1_0, cols, 1, Regime::Extremes);
+    // Every group of a matrix through the decode against the reference rows; nothing written past
+    // the last row.
+    auto whole = [&](uint32_t seed, size_t rows, size_t cols, Regime regime) {
+        std::mt19937 g(seed);
+        auto w = rand_weights(g, Type::Q1_0, rows, cols, regime);
+        auto x = rand_acts(g, Type::Q1_0, cols, 1, regime);
         std::vector<float> ref(rows), y(rows + 16, -1.0f);
         mat_vec(Type::Q1_0, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
         std::vector<uint8_t> packed(lut::packed_bytes(rows, cols));
@@ -619,22 +619,16 @@ void check_lut_decode(lut::Kernel kernel) {
         lt.rows(packed.data(), rows, cols, 0, lut::groups(rows), y.data());
         CHECK(std::memcmp(y.data(), ref.data(), rows * 4) == 0);
         CHECK(y[rows] == -1.0f);
-    }
+        return std::make_pair(x, ref);
+    };
+    // One weight block a row (128 columns), 33 rows: three groups, the last holding one row.
+    whole(35, 33, 128, Regime::Extremes);
     // A layer's shape, random weights and columns.
-    std::mt19937 g(34);
     const size_t rows = 256, cols = 4096;
-    auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
-    auto x = rand_acts(g, Type::Q1_0, cols, 1, Regime::Random);
-    std::vector<float> ref(rows), y(rows);
-    mat_vec(Type::Q1_0, w.data(), rows, cols, x.data(), ref.data(), Path::Reference);
-    std::vector<uint8_t> packed(lut::packed_bytes(rows, cols));
-    lut::pack(reinterpret_cast<const BlockQ1_0*>(w.data()), rows, cols, packed.data());
-    LaneTables lt(kernel, cols);
+    const auto x = whole(34, rows, cols, Regime::Random).first;
+    // The same tables made whole and in three uneven parts.
+    LaneTables lt(kernel, cols), parts(kernel, cols);
     lt.tables(reinterpret_cast<const BlockQ8_0*>(x.data()), cols);
-    lt.rows(packed.data(), rows, cols, 0, lut::groups(rows), y.data());
-    CHECK(std::memcmp(y.data(), ref.data(), rows * 4) == 0);
-    // The same tables made in three uneven parts.
-    LaneTables parts(kernel, cols);
     const size_t nbx = cols / QK8_0;
     for (auto [b0, b1] : {std::pair<size_t, size_t>{0, 5}, {5, nbx / 2 + 1}, {nbx / 2 + 1, nbx}})
         parts.tables_part(reinterpret_cast<const BlockQ8_0*>(x.data()), b0, b1);
