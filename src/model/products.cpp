@@ -68,6 +68,21 @@ static size_t job_rows(size_t total, size_t n, int threads) {
     return std::clamp<size_t>(per, par::CHUNK_ROWS, 256);
 }
 
+// A worker's share of a group's rows: jobs of `job` rows of the matrices stacked in order, taken
+// from `next` until all `jobs` are gone; f(i, lo, hi) computes rows [lo, hi) of matrix i.
+template <class F>
+static void take_jobs(std::atomic<size_t>& next, size_t jobs, size_t job, std::span<const Products::Out> outs, F&& f) {
+    for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
+        const size_t r0 = j * job, r1 = r0 + job;
+        size_t off = 0;
+        for (size_t i = 0; i < outs.size(); ++i) {
+            const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
+            if (lo < hi) f(i, lo - off, hi - off);
+            off += rows;
+        }
+    }
+}
+
 void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n, const Make* make) {
     const quant::Type wt = outs.empty() ? gguf::Type::F32 : outs[0].w->type;
     bool same = !outs.empty() && kernel_type(wt);
@@ -106,15 +121,9 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
             quant::fill_columns(a, c0, c1);
         });
-        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-            const size_t r0 = j * job, r1 = std::min(total, r0 + job);
-            size_t off = 0;
-            for (const Out& o : outs) {
-                const size_t rows = (size_t)o.w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-                if (lo < hi) quant::rows(a, o.w->data, lo - off, hi - off, o.y, rows);
-                off += rows;
-            }
-        }
+        take_jobs(next, jobs, job, outs, [&](size_t i, size_t lo, size_t hi) {
+            quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows);
+        });
     });
 }
 
@@ -182,19 +191,11 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
             if (wide) lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * lut::table_floats(quant::QK8_0));
             else lut::tables_avx2(act + b0, (b1 - b0) * quant::QK8_0, tb + b0 * lut::TABLE_AVX2_BYTES);
         });
-        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-            const size_t r0 = j * job, r1 = std::min(total, r0 + job);
-            size_t off = 0;
-            for (size_t i = 0; i < outs.size(); ++i) {
-                const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-                if (lo < hi) {
-                    const size_t g0 = (lo - off) / lut::ROWS, g1 = (hi - off + lut::ROWS - 1) / lut::ROWS;
-                    if (wide) lut::rows(packed_[i], rows, cols, g0, g1, t, outs[i].y);
-                    else lut::rows_avx2(packed_[i], rows, cols, g0, g1, tb, outs[i].y);
-                }
-                off += rows;
-            }
-        }
+        take_jobs(next, jobs, job, outs, [&](size_t i, size_t lo, size_t hi) {
+            const size_t rows = (size_t)outs[i].w->rows, g0 = lo / lut::ROWS, g1 = (hi + lut::ROWS - 1) / lut::ROWS;
+            if (wide) lut::rows(packed_[i], rows, cols, g0, g1, t, outs[i].y);
+            else lut::rows_avx2(packed_[i], rows, cols, g0, g1, tb, outs[i].y);
+        });
     });
     return true;
 #endif
