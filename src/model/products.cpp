@@ -173,7 +173,7 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
     for (const Out& o : outs) packed_.push_back(decode_layout(pool, *o.w)), total += (size_t)o.w->rows;
     // One pool run. First each worker quantizes its share of the column's Q8_0 blocks and makes
     // their tables (each block's quants and tables are its own, so the split changes no bit), and
-    // waits at a counter for the others; then the workers take jobs of rows. Jobs are whole pairs
+    // waits for the others (par::Phases); then the workers take jobs of rows. Jobs are whole pairs
     // of groups (the AVX-512 kernel runs two at a time), and every matrix starts on a group.
     constexpr size_t PAIR = 2 * lut::ROWS;
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
