@@ -476,7 +476,13 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
     U32 first = g * u32c(NORM_Q8_SPAN);
     U32 len = select(n - first < u32c(NORM_Q8_SPAN), n - first, u32c(NORM_Q8_SPAN));
     stamp(0);
-    // The span's values after the residual add, then its outputs y(i) = (x(i)·scale)·w(i).
+    // The span's values after the residual add, then its outputs y(i) = (x(i)·scale)·w(i); each
+    // invocation's weight is loaded first, so that its wait overlaps the sum's.
+    F32 wt;
+    {
+        Unguarded ug;  // guarded where used
+        wt = w[w_off + first + select(t < len, t, u32c(0))];
+    }
     auto ys = workgroup<K::f32>(NORM_Q8_SPAN);
     F32 scale = norm_scale(x, add, n, residual, eps, t, false, [&](U32 at, F32 v) {
         if_(g == 0u, [&] { x_out.set(at, v); });
@@ -484,7 +490,7 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
     });
     {
         GuardSite site("rms_norm out");
-        if_(t < len, [&] { ys.set(t, (ys[t] * scale) * w[w_off + first + t]); });
+        if_(t < len, [&] { ys.set(t, (ys[t] * scale) * guard_load(wt)); });
     }
     barrier();
     GuardSite site("rms_norm quantization");
@@ -754,8 +760,9 @@ std::vector<uint32_t> f16_mat_vec(const Build& b) {
 // ---------------------------------------------------------------- head_norm_rope
 
 constexpr uint32_t HEAD_LOCAL = 64, HEAD_MAX = 256;
-// Positions whose values attention loads at once before adding them in order.
-constexpr uint32_t ATT_WALK = 8;
+// Positions whose values attention loads at once before adding them in order (H200: runs of 4
+// walked faster than runs of 8 or 16; docs/PERFORMANCE.md).
+constexpr uint32_t ATT_WALK = 4;
 
 // One head's RMS norm (its D squares summed in double in order), then the NEOX rotation with the
 // position's table: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c). Query heads go to q; key
@@ -1038,14 +1045,17 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
                         v[k] = select(low, unpack_half_lo(vw[k]), unpack_half_hi(vw[k]));
                         plain[k] = bits(ms[k]) == 0x3f800000u && !below_2m90(vs[k]);
                     }
-                    Bool whole = in[ATT_WALK - 1];
-                    for (uint32_t k = 0; k < ATT_WALK; ++k) whole = whole && plain[k];
+                    Bool whole = boolc(true);
+                    for (uint32_t k = 0; k < ATT_WALK; ++k) whole = whole && (plain[k] || !in[k]);
                     // A whole run of plain positions (the common case) goes without a branch each.
+                    // Positions past n (the chunk's last run) add -0·0 to y and 1·S + 0 to S: y
+                    // and S unchanged to the bit, zeros' signs included (y is already an f16).
                     if_else(whole, [&] {
                         Unguarded ug;
                         for (uint32_t k = 0; k < ATT_WALK; ++k) {
-                            y[e] = f16_round(fma_f32(v[k], vs[k], y[e].get()));
-                            if (e == 0) add_to_sum(ms[k], vs[k]);
+                            F32 vk = select(in[k], v[k], f32c(-0.0f)), wk = select(in[k], vs[k], f32c(0.0f));
+                            y[e] = f16_round(fma_f32(vk, wk, y[e].get()));
+                            if (e == 0) add_to_sum(select(in[k], ms[k], f32c(1.0f)), wk);
                         }
                     }, [&] {
                         for (uint32_t k = 0; k < ATT_WALK; ++k)

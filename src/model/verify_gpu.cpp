@@ -729,7 +729,7 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
     struct C { size_t n_kv; const char* kind; size_t D = 128; };
     std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random"}, {64, "random"}, {300, "random"},
                             {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"},
-                            {300, "cancelling"}, {70, "random", 256}, {600, "rise and fall", 32}};
+                            {300, "cancelling"}, {7, "negative zero"}, {70, "random", 256}, {600, "rise and fall", 32}};
     if (full) cases.insert(cases.end(), {{512, "random"}, {4096, "random"}, {4096, "equal scores"}, {4096, "rise and fall"}, {4096, "large scores"}});
     for (const C& c : cases) {
         const size_t D = c.D, half = D / 2;
@@ -749,6 +749,10 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
                 if (kind == "rise and fall")  // maxima late, falls between them
                     ci = float(i) / float(n_kv) * (1.0f + std::sin(float(i) * 0.05f)) - 0.5f;
                 else if (kind == "large scores") ci = uniform(rng, -1.0f, 1.0f);
+                // The second position a far larger maximum with value -0, the rest far below it with
+                // value -0: the output -0 after the first's -2^-24 is rescaled to -0 (the walk's
+                // last run, past the chunk's end, must leave it so).
+                else if (kind == "negative zero") ci = i == 0 ? -1.0f : i == 1 ? 2.0f : 0.0f;
                 for (size_t d = 0; d < D; ++d) {
                     const size_t at = 2 * layer + (kvh * n_ctx + i) * D + d;
                     float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
@@ -757,6 +761,7 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
                     // head): the scores are exact zeros made from nonzero terms.
                     if (kind == "cancelling") k[at] = d % 64 < 32 ? f32_to_f16(normal(rng)) : uint16_t(k[at - 32] ^ 0x8000u);
                     v[at] = f32_to_f16(normal(rng));
+                    if (kind == "negative zero") v[at] = i == 0 ? 0x8001 : 0x8000;
                 }
             }
             for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
