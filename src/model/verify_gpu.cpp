@@ -661,13 +661,15 @@ void verify_f16(Runner& R, Rng& rng, bool full) {
 // ---------------------------------------------------------------- head_norm_rope
 
 void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
-    const size_t D = 128, NH = full ? 32 : 4, NKV = full ? 8 : 2, half = D / 2;
+    const size_t NH = full ? 32 : 4, NKV = full ? 8 : 2;
     const float eps = 1e-6f;
-    const uint32_t qn = 3, kn = 3 + D, layer = 3 * half;  // offsets that are not zero
-    ops::Rope rope(int(D), 1e6f);
-    struct C { int64_t pos; const char* kind; };
+    // Head sizes other than 128 give an invocation (64 a workgroup) no element, one, or four.
+    struct C { int64_t pos; const char* kind; size_t D = 128; };
     for (C c : {C{0, "random"}, C{1, "random"}, C{1000, "random"}, C{40000, "random"}, C{1000, "spread exponents"},
-                C{7, "mean on a boundary"}}) {
+                C{7, "mean on a boundary"}, C{5, "random", 32}, C{1000, "random", 256}}) {
+        const size_t D = c.D, half = D / 2;
+        const uint32_t qn = 3, kn = uint32_t(3 + D), layer = uint32_t(3 * half);  // offsets that are not zero
+        ops::Rope rope(int(D), 1e6f);
         const size_t n_ctx = size_t(c.pos) + 2, cache_words = layer + NKV * n_ctx * half;
         std::vector<float> qkv((NH + 2 * NKV) * D), w(kn + D);
         for (size_t h = 0; h < NH + 2 * NKV; ++h) {
