@@ -129,11 +129,12 @@ TEST(gpu_q1_0_mat_vec_bit_exact) {
     kernels::FmaPath chosen = kernels::FmaPath::native;
     opt.chosen = &chosen;
     auto lines = kernels::verify_q1_0(*g, opt);
-    // The probe, 1, 4, 9 (two chunks and a padded one), 8 and 36 (nine chunks: a batch loaded
-    // ahead and one after it) blocks per row for four kernels (q1_0_mat_vec, q1_0_mat_vec8 with
-    // 1, 2, 4 rows per invocation; eight where the card's Fma is proven), the path used.
+    // The probe, 1, 4, 9 (two chunks and a padded one), 8, 16 (four chunks: one batch loaded
+    // ahead) and 36 (nine chunks: two batches and one after them) blocks per row for four kernels
+    // (q1_0_mat_vec, q1_0_mat_vec8 with 1, 2, 4 rows per invocation; eight where the card's Fma is
+    // proven), the path used.
     bool native = chosen == kernels::FmaPath::native;
-    REQUIRE_EQ(lines.size(), native ? 42u : 22u);
+    REQUIRE_EQ(lines.size(), native ? 50u : 26u);
     CHECK(lines[0].find("native Fma probe: ") == 0);
     CHECK_EQ(lines[0].find("native Fma proven") != std::string::npos, native);
     for (size_t i = 1; i + 1 < lines.size(); ++i) CHECK(lines[i].find("rows bit-exact") != std::string::npos);
@@ -241,7 +242,7 @@ TEST(native_fma_refused_when_the_probe_fails) {
     opt.chosen = &chosen;
     auto lines = kernels::verify_q1_0(*g, opt);
     CHECK(chosen == kernels::FmaPath::exact);
-    REQUIRE_EQ(lines.size(), 22u);  // the probe, 5 shapes × 4 fma_exact kernels, the path
+    REQUIRE_EQ(lines.size(), 26u);  // the probe, 6 shapes × 4 fma_exact kernels, the path
     CHECK(lines[0].find("native Fma refused") != std::string::npos);
     CHECK_EQ(lines.back(), "uses q1_0_mat_vec and q1_0_mat_vec8 (fma_exact)");
     for (auto& l : lines) CHECK(l.find("_fma ") == std::string::npos);  // no native kernel ran

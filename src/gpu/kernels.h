@@ -79,9 +79,10 @@ std::vector<uint32_t> q1_0_mat_vec(FmaPath path = FmaPath::exact);
 // ahead: chunks whose weights and tables an invocation loads before the first of them runs (1:
 // each chunk's just before it). A matrix with few rows has about one workgroup per core, too few to
 // hide one chunk's load behind another workgroup's work, so q1_0_mat_vec8 (one row per
-// invocation) loads eight chunks at a time; with 2 or 4 rows per invocation (the large matrices,
-// many workgroups) one chunk at a time was faster (H200: docs/PERFORMANCE.md).
-inline uint32_t mat_vec8_ahead(uint32_t per) { return per == 1 ? 8 : 1; }
+// invocation) loads four chunks at a time (eight left a 2048-wide row, four chunks, without a
+// whole batch: one at a time); with 2 or 4 rows per invocation (the large matrices, many
+// workgroups) one chunk at a time was faster (H200: docs/PERFORMANCE.md).
+inline uint32_t mat_vec8_ahead(uint32_t per) { return per == 1 ? 4 : 1; }
 std::vector<uint32_t> q1_0_mat_vec8(FmaPath path, uint32_t per, uint32_t ahead);
 inline std::vector<uint32_t> q1_0_mat_vec8(FmaPath path = FmaPath::exact, uint32_t per = 1) {
     return q1_0_mat_vec8(path, per, mat_vec8_ahead(per));
