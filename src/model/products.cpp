@@ -68,19 +68,34 @@ static size_t job_rows(size_t total, size_t n, int threads) {
     return std::clamp<size_t>(per, par::CHUNK_ROWS, 256);
 }
 
-// A worker's share of a group's rows: jobs of `job` rows of the matrices stacked in order, taken
-// from `next` until all `jobs` are gone; f(i, lo, hi) computes rows [lo, hi) of matrix i.
-template <class F>
-static void take_jobs(std::atomic<size_t>& next, size_t jobs, size_t job, std::span<const Products::Out> outs, F&& f) {
-    for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-        const size_t r0 = j * job, r1 = r0 + job;
-        size_t off = 0;
-        for (size_t i = 0; i < outs.size(); ++i) {
-            const size_t rows = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + rows);
-            if (lo < hi) f(i, lo - off, hi - off);
-            off += rows;
+// One pool run over a group: each worker first does share(i0, i1), its share of `items` (the
+// column's preparation: each item's result is its own, so the split changes no bit), and waits for
+// the others (par::Phases); then the workers take jobs of `job` rows of the matrices stacked in
+// order until none is left, rows(i, lo, hi) computing rows [lo, hi) of matrix i.
+template <class Share, class Rows>
+static void share_then_rows(par::Pool& pool, size_t items, size_t job, std::span<const Products::Out> outs, Share&& share,
+                            Rows&& rows) {
+    size_t total = 0;
+    for (const Products::Out& o : outs) total += (size_t)o.w->rows;
+    const size_t jobs = (total + job - 1) / job;
+    const int workers = pool.threads();
+    par::Phases shared(workers);
+    std::atomic<size_t> next{0};
+    pool.run([&](int w) {
+        shared.first([&] {
+            const size_t i0 = items * (size_t)w / (size_t)workers, i1 = items * (size_t)(w + 1) / (size_t)workers;
+            if (i0 < i1) share(i0, i1);
+        });
+        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
+            const size_t r0 = j * job, r1 = r0 + job;
+            size_t off = 0;
+            for (size_t i = 0; i < outs.size(); ++i) {
+                const size_t n = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + n);
+                if (lo < hi) rows(i, lo - off, hi - off);
+                off += n;
+            }
         }
-    }
+    });
 }
 
 void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x, size_t n, const Make* make) {
@@ -110,21 +125,13 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     const quant::Columns a = quant::lay_out_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
-    const size_t job = job_rows(total, n, pool.threads()), jobs = (total + job - 1) / job;
-    const int workers = pool.threads();
-    par::Phases prepared(workers);
-    std::atomic<size_t> next{0};
-    pool.run([&](int w) {
-        prepared.first([&] {
-            const size_t c0 = n * (size_t)w / (size_t)workers, c1 = n * (size_t)(w + 1) / (size_t)workers;
-            if (c0 >= c1) return;
+    share_then_rows(
+        pool, n, job_rows(total, n, pool.threads()), outs,
+        [&](size_t c0, size_t c1) {
             quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
             quant::fill_columns(a, c0, c1);
-        });
-        take_jobs(next, jobs, job, outs, [&](size_t i, size_t lo, size_t hi) {
-            quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows);
-        });
-    });
+        },
+        [&](size_t i, size_t lo, size_t hi) { quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows); });
 }
 
 const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {
@@ -177,26 +184,20 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
     // of groups (the AVX-512 kernel runs two at a time), and every matrix starts on a group.
     constexpr size_t PAIR = 2 * lut::ROWS;
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
-    const size_t jobs = (total + job - 1) / job;
-    const int workers = pool.threads();
     const quant::TypeTraits& q8 = quant::traits(quant::Type::Q8_0);
-    par::Phases tabulated(workers);
-    std::atomic<size_t> next{0};
-    pool.run([&](int w) {
-        tabulated.first([&] {
-            const size_t b0 = nb * (size_t)w / (size_t)workers, b1 = nb * (size_t)(w + 1) / (size_t)workers;
-            if (b0 >= b1) return;
+    share_then_rows(
+        pool, nb, job, outs,
+        [&](size_t b0, size_t b1) {
             if (make) (*make)(b0 * quant::QK8_0, b1 * quant::QK8_0);
             q8.from_float(x + b0 * quant::QK8_0, reinterpret_cast<uint8_t*>(act + b0), (b1 - b0) * quant::QK8_0, quant::Path::Auto);
             if (wide) lut::tables(act + b0, (b1 - b0) * quant::QK8_0, t + b0 * lut::table_floats(quant::QK8_0));
             else lut::tables_avx2(act + b0, (b1 - b0) * quant::QK8_0, tb + b0 * lut::TABLE_AVX2_BYTES);
-        });
-        take_jobs(next, jobs, job, outs, [&](size_t i, size_t lo, size_t hi) {
+        },
+        [&](size_t i, size_t lo, size_t hi) {
             const size_t rows = (size_t)outs[i].w->rows, g0 = lo / lut::ROWS, g1 = (hi + lut::ROWS - 1) / lut::ROWS;
             if (wide) lut::rows(packed_[i], rows, cols, g0, g1, t, outs[i].y);
             else lut::rows_avx2(packed_[i], rows, cols, g0, g1, tb, outs[i].y);
         });
-    });
     return true;
 #endif
 }
