@@ -71,12 +71,11 @@ static size_t job_rows(size_t total, size_t n, int threads) {
 // One pool run over a group: each worker first does share(i0, i1), its share of `items` (the
 // column's preparation: each item's result is its own, so the split changes no bit), and waits for
 // the others (par::Phases); then the workers take jobs of `job` rows of the matrices stacked in
-// order until none is left, rows(i, lo, hi) computing rows [lo, hi) of matrix i.
+// order (`total` rows in all) until none is left, rows(i, lo, hi) computing rows [lo, hi) of
+// matrix i.
 template <class Share, class Rows>
-static void share_then_rows(par::Pool& pool, size_t items, size_t job, std::span<const Products::Out> outs, Share&& share,
-                            Rows&& rows) {
-    size_t total = 0;
-    for (const Products::Out& o : outs) total += (size_t)o.w->rows;
+static void share_then_rows(par::Pool& pool, size_t items, size_t total, size_t job, std::span<const Products::Out> outs,
+                            Share&& share, Rows&& rows) {
     const size_t jobs = (total + job - 1) / job;
     const int workers = pool.threads();
     par::Phases shared(workers);
@@ -126,7 +125,7 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
     share_then_rows(
-        pool, n, job_rows(total, n, pool.threads()), outs,
+        pool, n, total, job_rows(total, n, pool.threads()), outs,
         [&](size_t c0, size_t c1) {
             quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
             quant::fill_columns(a, c0, c1);
@@ -186,7 +185,7 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
     const size_t job = std::max(PAIR, job_rows(total, 1, pool.threads()) / PAIR * PAIR);
     const quant::TypeTraits& q8 = quant::traits(quant::Type::Q8_0);
     share_then_rows(
-        pool, nb, job, outs,
+        pool, nb, total, job, outs,
         [&](size_t b0, size_t b1) {
             if (make) (*make)(b0 * quant::QK8_0, b1 * quant::QK8_0);
             q8.from_float(x + b0 * quant::QK8_0, reinterpret_cast<uint8_t*>(act + b0), (b1 - b0) * quant::QK8_0, quant::Path::Auto);

@@ -32,6 +32,14 @@ static inline void cpu_relax() {}
 
 namespace bankml::par {
 
+// Returns once counter >= target. Spins a while, then gives up its time slice at each check (more
+// threads than cores: the thread it waits for may need the core).
+static void spin_until(const std::atomic<int>& counter, int target) {
+    for (int spins = 0; counter.load(std::memory_order_acquire) < target; ++spins)
+        if (spins < 256) cpu_relax();
+        else std::this_thread::yield();
+}
+
 void Phases::first(FnRef<void()> f) {
     try {
         f();
@@ -41,12 +49,6 @@ void Phases::first(FnRef<void()> f) {
     }
     done_.fetch_add(1, std::memory_order_release);
     spin_until(done_, workers_);
-}
-
-void spin_until(const std::atomic<int>& counter, int target) {
-    for (int spins = 0; counter.load(std::memory_order_acquire) < target; ++spins)
-        if (spins < 256) cpu_relax();
-        else std::this_thread::yield();
 }
 
 // How long a worker (or the waiting caller) spins before it sleeps. Matmuls in a decode step come

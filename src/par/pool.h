@@ -17,10 +17,6 @@ namespace bankml::par {
 
 inline constexpr size_t CHUNK_ROWS = 16;
 
-// Returns once counter >= target. Spins a while, then gives up its time slice at each check (more
-// threads than cores: the thread it waits for may need the core).
-void spin_until(const std::atomic<int>& counter, int target);
-
 // A non-owning reference to a callable, so that a job costs no allocation.
 template <class Sig>
 class FnRef;
