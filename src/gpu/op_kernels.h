@@ -90,7 +90,9 @@ struct OpKernel {
 // push: D, NH, NKV, q_norm off, k_norm off, cache layer offset (words), n_ctx, eps bits.
 // One workgroup per head (NH query heads, then NKV key heads with their values).
 // attention: q (0), k cache (1), v cache (2), state (3), scratch (4: 3·NH·n_ctx), out (5);
-// push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head.
+// push: D, NH, group, cache layer offset, n_ctx, scale bits. One workgroup per query head. D a
+// multiple of 32 up to 256 and the layer offset a multiple of 4 words (keys are read 16 bytes at
+// a time).
 // attention_q8: attention whose output goes straight into prep_act's outputs: bindings 0-4 as
 // attention, then table (5), quants (6), scales (7), f16 pairs (8); push as attention.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The

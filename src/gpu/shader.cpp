@@ -42,6 +42,7 @@ uint32_t type(K k) {
         case K::f64: return m.t_f64();
         case K::b: return m.t_bool();
         case K::u2: return m.t_vec(m.t_u32(), 2);
+        case K::u4: return m.t_vec(m.t_u32(), 4);
         case K::f4: return m.t_vec(m.t_f32(), 4);
     }
     return 0;
@@ -322,6 +323,7 @@ I32 dot4_i8(U32 a, U32 b) {
 }
 UVec2 uvec2(U32 l, U32 h) { return UVec2(op(OpCompositeConstruct, type(K::u2), {l.id, h.id})); }
 U32 comp(UVec2 v, uint32_t i) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, i})); }
+U32 comp(UVec4 v, uint32_t i) { return U32(op(OpCompositeExtract, type(K::u32), {v.id, i})); }
 F32 comp(Vec4 v, uint32_t i) { return F32(op(OpCompositeExtract, type(K::f32), {v.id, i})); }
 static F32 unpack_half(U32 w, uint32_t which) {
     uint32_t f2 = mod().t_vec(mod().t_f32(), 2);
@@ -382,7 +384,7 @@ template <K k> void Arr<k>::set(U32 i, V<k> v) const {
 }
 template <K k> Arr<k> buffer(uint32_t binding, bool read_only, const std::string& name) {
     cur().next_binding = std::max(cur().next_binding, binding + 1);
-    uint32_t stride = k == K::f4 ? 16 : k == K::f64 || k == K::u2 ? 8 : 4;
+    uint32_t stride = k == K::f4 || k == K::u4 ? 16 : k == K::f64 || k == K::u2 ? 8 : 4;
     return Arr<k>{mod().storage_buffer(type(k), binding, read_only, name, stride), StorageStorageBuffer, true};
 }
 template <K k> Arr<k> workgroup(uint32_t len) {
@@ -399,6 +401,7 @@ BANKML_SHADER_STORE(K::i32)
 BANKML_SHADER_STORE(K::f32)
 BANKML_SHADER_STORE(K::f64)
 BANKML_SHADER_STORE(K::u2)
+BANKML_SHADER_STORE(K::u4)
 BANKML_SHADER_STORE(K::f4)
 template struct Var<K::b>;
 template Var<K::b> var(V<K::b>);

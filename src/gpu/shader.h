@@ -21,7 +21,7 @@
 
 namespace bankml::gpu::shader {
 
-enum class K { u32, i32, f32, f64, b, u2, f4 };
+enum class K { u32, i32, f32, f64, b, u2, u4, f4 };
 
 template <K k>
 struct V {
@@ -35,6 +35,7 @@ using F32 = V<K::f32>;
 using F64 = V<K::f64>;
 using Bool = V<K::b>;
 using UVec2 = V<K::u2>;
+using UVec4 = V<K::u4>;  // four u32: one 16-byte load of words that are not floats (f16 pairs)
 using Vec4 = V<K::f4>;  // four f32: one 16-byte load from a buffer
 
 class Shader;
@@ -214,6 +215,7 @@ U32 hi(UVec2 v);
 UVec2 uvec2(U32 lo, U32 hi);
 // Component i of a vector.
 U32 comp(UVec2 v, uint32_t i);
+U32 comp(UVec4 v, uint32_t i);
 F32 comp(Vec4 v, uint32_t i);
 F32 unpack_half_lo(U32 two_halves);  // f16 in bits 0..15, widened exactly
 F32 unpack_half_hi(U32 two_halves);  // bits 16..31
@@ -238,7 +240,7 @@ struct Var {
 template <K k> Var<k> var(V<k> init);
 
 // A storage buffer (binding b of set 0) or workgroup array of elements of one type. A buffer's
-// element is one load: 4 bytes, 8 for F64 and UVec2, 16 for Vec4.
+// element is one load: 4 bytes, 8 for F64 and UVec2, 16 for UVec4 and Vec4.
 template <K k>
 struct Arr {
     uint32_t var = 0;
