@@ -165,6 +165,23 @@ TEST(forward_gpu_split_swiglu_gives_the_same_bits_with_a_dispatch_more_a_layer) 
     CHECK_EQ(card->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + size_t(cpu->hparams().n_layer));
 }
 
+// A model with small layers reads each product's weights into the card's L2 beside the step
+// before it (warm_l2, two dispatches a Q1_0 matrix: scales and bits); BANKML_GPU_PREFETCH=0
+// (measuring) leaves them out: fewer dispatches, the same bits.
+TEST(forward_gpu_weights_warmed_in_l2_keep_the_bits) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(4);
+    const auto want = steps(*cpu, p, 5);
+    auto warm = open_model("q1_0", true);
+    REQUIRE(warm->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*warm, p, 5)));
+    bt::EnvScope off("BANKML_GPU_PREFETCH", "0");
+    auto cold = open_model("q1_0", true);
+    REQUIRE(cold->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*cold, p, 5)));
+    CHECK_EQ(warm->gpu_forward()->dispatches(), cold->gpu_forward()->dispatches() + 8 * size_t(cpu->hparams().n_layer) + 2);
+}
+
 TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
     auto cpu = open_model("q1_0", false);
     auto card = open_model("q1_0", true);

@@ -215,6 +215,25 @@ std::string kernel_name(bool eight, FmaPath path, uint32_t per) {
            (path == FmaPath::native ? "_fma" : "");
 }
 
+std::vector<uint32_t> warm_l2() {
+    Shader sh(KERNEL_INVOCATIONS, false, Fma::native);
+    auto src = buffer<K::u2>(0, true, "src");
+    auto sink = buffer<K::u32>(1, false, "sink");
+    push_constants(2);
+    U32 n = push(0), stride = push(1);
+    U32 i = global_id();
+    std::vector<UVec2> v;
+    for (uint32_t k = 0; k < WARM_L2_PER; ++k) {
+        U32 at = k ? i + stride * u32c(k) : i;
+        v.push_back(src[select(at < n, at, u32c(0))]);
+    }
+    auto x = var(u32c(0));
+    for (const UVec2& w : v) x = (x.get() ^ comp(w, 0)) ^ comp(w, 1);
+    // A store the compiler cannot drop, so the loads stay; the sink is never read.
+    if_(x.get() == WARM_L2_NEVER, [&] { sink.set(u32c(0), x.get()); });
+    return sh.finish();
+}
+
 std::vector<uint32_t> fma_probe() {
     Shader sh(LOCAL_SIZE, false, Fma::native);
     auto abc = buffer<K::f32>(0, true, "abc");
@@ -339,7 +358,8 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> all_modules() {
             {"q1_0_mat_vec8.spv", q1_0_mat_vec8()},
             {"q1_0_mat_vec_fma.spv", q1_0_mat_vec(FmaPath::native)},
             {"q1_0_mat_vec8_fma.spv", q1_0_mat_vec8(FmaPath::native)},
-            {"fma_probe.spv", fma_probe()}};
+            {"fma_probe.spv", fma_probe()},
+            {"warm_l2.spv", warm_l2()}};
 }
 
 static uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] | p[1] << 8); }

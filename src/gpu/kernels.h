@@ -107,6 +107,13 @@ std::string kernel_name(bool eight, FmaPath path, uint32_t per = 1);
 // The native-Fma probe: out[i] = Fma(abc[3i], abc[3i+1], abc[3i+2]) for i < push[0].
 // Bindings 0 (f32 triples) and 1 (f32 out); 4 push bytes.
 std::vector<uint32_t> fma_probe();
+// warm_l2: reads the first n uvec2 of binding 0 and keeps nothing (binding 1, a sink, is written
+// only where the reads' XOR is WARM_L2_NEVER, which nothing reads): recorded beside a step without
+// a barrier between them, it brings what the next step reads into the card's L2 while this one
+// runs. Push: n, stride (the dispatch's invocations); warm_l2_groups(n) workgroups.
+std::vector<uint32_t> warm_l2();
+inline constexpr uint32_t WARM_L2_PER = 8, WARM_L2_NEVER = 0x9e3779b9u;
+inline uint32_t warm_l2_groups(size_t n) { return uint32_t((n + KERNEL_INVOCATIONS * WARM_L2_PER - 1) / (KERNEL_INVOCATIONS * WARM_L2_PER)); }
 struct FmaTriple {
     float a, b, c;
     const char* kind;  // "fused", "cancellation", "tie", "double rounding", "subnormal"

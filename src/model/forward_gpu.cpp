@@ -285,6 +285,25 @@ struct GpuForward::Impl {
     // then prep_act, the two dispatches rms_norm_q8 makes one.
     bool split_norm = false;
     size_t norms_recorded = 0;  // in the token being recorded: which residual buffer is whose
+    // Each product's weights read into the card's L2 beside the step before it (warm_l2, no
+    // barrier between), where a layer's matrices are at most WARM_LAYER_BYTES: the H200's 1.7B
+    // layers gained, its 8B layers lost (docs/PERFORMANCE.md). BANKML_GPU_PREFETCH=0|1
+    // (measuring only) turns it off or on for any model.
+    static constexpr uint64_t WARM_LAYER_BYTES = 8ull << 20;
+    bool warm = false;
+    gpu::Buffer warm_sink;  // [4] warm_l2's sink, never read
+    void warm_l2(std::vector<gpu::Step>& s, const CardMatrix& w) {
+        if (!warm) return;
+        auto it = pipes.find("warm_l2");
+        if (it == pipes.end()) it = pipes.emplace("warm_l2", gpu.pipeline(kn::warm_l2(), 2, 8)).first;
+        for (const gpu::Buffer* b : {&w.a, &w.b}) {
+            if (b == &w.b && w.b.id == w.a.id) break;  // one buffer holds the matrix
+            const uint32_t n = uint32_t(b->bytes / 8), groups = kn::warm_l2_groups(n);
+            gpu::Step st{&it->second, {b, &warm_sink}, {n, groups * kn::KERNEL_INVOCATIONS}, groups};
+            st.after = false;
+            s.push_back(std::move(st));
+        }
+    }
     void norm_prep(std::vector<gpu::Step>& s, uint32_t w_off, bool residual) {
         if (split_norm) {
             s.push_back(norm(w_off, residual));
@@ -403,6 +422,15 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.host_profile = prof && std::string(prof) == "2";
     const char* split = std::getenv("BANKML_GPU_SPLIT_NORM");
     d.split_norm = split && std::string(split) == "1";
+    uint64_t layer_bytes = 0;
+    for (size_t l = 0; l < L; ++l) {
+        uint64_t b = 0;
+        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]}) b += w->a.bytes + (w->b.id == w->a.id ? 0 : w->b.bytes);
+        layer_bytes = std::max(layer_bytes, b);
+    }
+    d.warm = layer_bytes <= Impl::WARM_LAYER_BYTES;
+    if (const char* e = std::getenv("BANKML_GPU_PREFETCH"); e && (std::string(e) == "0" || std::string(e) == "1")) d.warm = *e == '1';
+    if (d.warm) d.warm_sink = zeroed(4);
 
     // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
@@ -415,6 +443,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
                          {(uint32_t)E, (uint32_t)d.embd->rows, 0, 1}, (uint32_t)((E + 255) / 256)));
     for (size_t l = 0; l < L; ++l) {
         d.norm_prep(s, offs[l].attn, l > 0);
+        d.warm_l2(s, d.qkv_w[l]);
         s.push_back(d.product(d.qkv_w[l], d.qkv));
         s.push_back(d.op("head_norm_rope", {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
@@ -424,12 +453,16 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
                          (uint32_t)NH));
+        d.warm_l2(s, d.wo_w[l]);
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);
+        d.warm_l2(s, d.gu_w[l]);
         const gpu::Buffer* h = d.gate_up(s, d.gu_w[l]);
+        d.warm_l2(s, d.down_w[l]);
         s.push_back(d.product(d.down_w[l], d.o, h));
     }
     d.norm_prep(s, out_norm, true);
+    d.warm_l2(s, d.out_w);
     s.push_back(d.product(d.out_w, d.logits));
     return s;
     };
