@@ -95,7 +95,8 @@ TEST(every_float_op_and_ext_inst_is_no_contraction) {
             if (op == sp::OpFMul || op == sp::OpFAdd || op == sp::OpFSub || op == sp::OpExtInst) floats.insert(ops[1]);
             if (op == sp::OpTypeInt || op == sp::OpTypeFloat || op == sp::OpLabel) max_id = std::max(max_id, ops[0]);
         }
-        CHECK_GT(floats.size(), 0u);  // the probe has one Fma; the kernels have dozens
+        // The probe has one Fma, the kernels dozens; warm_l2 only loads and compares words.
+        if (name != "warm_l2.spv") CHECK_GT(floats.size(), 0u);
         for (uint32_t id : floats) CHECK(nc.count(id));
         CHECK_LT(max_id, words[3]);
     }
