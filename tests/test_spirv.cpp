@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "core/f16.h"
 #include "gpu/fma_exact.h"
 #include "gpu/kernels.h"
 #include "gpu/spirv.h"
@@ -131,6 +132,27 @@ TEST(every_module_bankml_emits_passes_spirv_val) {
         auto res = bt::run_cmd("spirv-val --target-env vulkan1.1 " + path);
         if (!CHECK_EQ(res.code, 0)) std::printf("    %s: %s%s\n", name.c_str(), res.out.c_str(), res.err.c_str());
     }
+}
+
+// shader::f16_round_normal's sequence, c = x·(2^13 + 1), then c - (c - x), is the f16 rounding
+// (round to nearest, ties to even) of every float of f16's normal range, |x| in [2^-14, 65520),
+// and of ±0; just past that range (f16's subnormals, 65520 and up) it is not, which is why the
+// walk takes it only where shader::f16_normal holds.
+TEST(f16_round_normal_is_f16_rounding_on_every_float_of_the_normal_range) {
+    using fma_detail::mul, fma_detail::sub, fma_detail::bits;
+    auto veltkamp = [](float x) { float c = mul(x, 8193.0f); return sub(c, sub(c, x)); };
+    auto f16 = [](float x) { return bankml::f16_to_f32(bankml::f32_to_f16(x)); };
+    long bad = 0;
+    for (uint32_t u = 0x38800000u; u < 0x477ff000u; ++u)
+        for (uint32_t sign : {0u, 0x80000000u}) {
+            const float x = from_bits(u | sign);
+            bad += bits(veltkamp(x)) != bits(f16(x));
+        }
+    CHECK_EQ(bad, 0L);
+    for (float z : {0.0f, -0.0f}) CHECK_EQ(bits(veltkamp(z)), bits(z));
+    // Past the range: 65520 rounds to inf in f16, to 65536 here; an f16 subnormal keeps 11 bits here.
+    CHECK(bits(veltkamp(65520.0f)) != bits(f16(65520.0f)));
+    CHECK(bits(veltkamp(0x1.004p-20f)) != bits(f16(0x1.004p-20f)));  // 2^-20 + 2^-30: f16 keeps 2^-20
 }
 
 TEST(two_sum_is_exact) {

@@ -1055,13 +1055,28 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
                     // A whole run of plain positions (the common case) goes without a branch each.
                     // Positions past n (the chunk's last run) add -0·0 to y and 1·S + 0 to S: y
                     // and S unchanged to the bit, zeros' signs included (y is already an f16).
+                    // The run's roundings by f16_round_normal (three float operations on the
+                    // chain from one position to the next), and where a sum left f16's normal
+                    // range (and is not zero) the run again from its start with f16_round.
                     if_else(whole, [&] {
                         Unguarded ug;
+                        const F32 y0 = y[e].get();
+                        std::vector<F32> vk(ATT_WALK), wk(ATT_WALK);
+                        F32 cur = y0;
+                        Bool odd = boolc(false);
                         for (uint32_t k = 0; k < ATT_WALK; ++k) {
-                            F32 vk = select(in[k], v[k], f32c(-0.0f)), wk = select(in[k], vs[k], f32c(0.0f));
-                            y[e] = f16_round(fma_f32(vk, wk, y[e].get()));
-                            if (e == 0) add_to_sum(select(in[k], ms[k], f32c(1.0f)), wk);
+                            vk[k] = select(in[k], v[k], f32c(-0.0f)), wk[k] = select(in[k], vs[k], f32c(0.0f));
+                            F32 r = fma_f32(vk[k], wk[k], cur);
+                            odd = odd || !f16_normal(r);
+                            cur = f16_round_normal(r);
+                            if (e == 0) add_to_sum(select(in[k], ms[k], f32c(1.0f)), wk[k]);
                         }
+                        y[e] = cur;
+                        if_(odd, [&] {
+                            F32 again = y0;
+                            for (uint32_t k = 0; k < ATT_WALK; ++k) again = f16_round(fma_f32(vk[k], wk[k], again));
+                            y[e] = again;
+                        });
                     }, [&] {
                         for (uint32_t k = 0; k < ATT_WALK; ++k)
                             if_(in[k], [&] {

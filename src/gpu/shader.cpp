@@ -726,6 +726,15 @@ F32 f16_round(F32 x) {
     return f32_bits(select(a > 0x7f800000u, sign | 0x7fc00000u | (a & 0x7fe000u), r));
 }
 
+F32 f16_round_normal(F32 x) {
+    F32 c = x * f32c(8193.0f);  // never subnormal where the result is used: |c| >= 2^-1
+    return c - (c - x);
+}
+Bool f16_normal(F32 x) {
+    U32 a = bits(x) & 0x7fffffffu;
+    return a == 0u || (a >= 0x38800000u && a < 0x477ff000u);
+}
+
 const uint64_t EXP2F_TABLE[32] = {
     0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
     0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,

@@ -317,6 +317,13 @@ F32 f16_value(U32 h);
 U32 f16_widen_bits(U32 h);
 // f16_value(f16_bits(x)) in a few operations: the f32 rounded to the nearest f16 value.
 F32 f16_round(F32 x);
+// f16_round in three float operations, for ±0 and for x in f16's normal range, |x| in
+// [2^-14, 65520) (f16_normal): Veltkamp's split with 2^13 + 1 keeps x's leading 11 bits, rounded
+// to nearest with ties to even, as f16 rounds there (every such float checked against the CPU's
+// f16 conversion: tests/test_spirv.cpp). Elsewhere (f16 subnormals, overflow, infinities, NaN) it is not
+// f16_round.
+F32 f16_round_normal(F32 x);
+Bool f16_normal(F32 x);
 // expf as the C library computes it (glibc's algorithm, every multiply-add fused where `fused`
 // holds). Both sequences are in the module, in two branches on `fused`: a specialisation
 // constant (ops::SPEC_EXPF_FUSED) makes it one module whose pipelines the driver folds to one.

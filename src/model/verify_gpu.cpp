@@ -731,7 +731,8 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
     struct C { size_t n_kv; const char* kind; size_t D = 128; };
     std::vector<C> cases = {{1, "random"}, {2, "random"}, {7, "random"}, {64, "random"}, {300, "random"},
                             {300, "equal scores"}, {300, "rise and fall"}, {64, "large scores"}, {300, "large scores"},
-                            {300, "cancelling"}, {7, "negative zero"}, {70, "random", 256}, {600, "rise and fall", 32}};
+                            {300, "cancelling"}, {7, "negative zero"}, {70, "random", 256}, {600, "rise and fall", 32},
+                            {64, "small values"}, {300, "small values"}, {64, "overflowing values"}};
     if (full) cases.insert(cases.end(), {{512, "random"}, {4096, "random"}, {4096, "equal scores"}, {4096, "rise and fall"}, {4096, "large scores"}});
     for (const C& c : cases) {
         const size_t D = c.D, half = D / 2;
@@ -739,6 +740,8 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         const float scale = 1.0f / sqrtf(float(D));
         const size_t n_kv = c.n_kv, n_ctx = n_kv + 3, cache_halves = 2 * layer + NKV * n_ctx * D;
         const std::string kind = c.kind;
+        // Random keys and queries; the values alone differ.
+        const bool random_scores = kind == "random" || kind == "small values" || kind == "overflowing values";
         std::vector<uint16_t> k(cache_halves, 0), v(cache_halves, 0);
         std::vector<float> q(NH * D);
         for (size_t kvh = 0; kvh < NKV; ++kvh) {
@@ -757,17 +760,21 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
                 else if (kind == "negative zero") ci = i == 0 ? -1.0f : i == 1 ? 2.0f : 0.0f;
                 for (size_t d = 0; d < D; ++d) {
                     const size_t at = 2 * layer + (kvh * n_ctx + i) * D + d;
-                    float kv = kind == "random" ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
+                    float kv = random_scores ? normal(rng) : kind == "equal scores" ? u[d] : ci * u[d] * alpha;
                     k[at] = f32_to_f16(kv);
                     // Each dot lane's second term cancels its first exactly (q is one value per
                     // head): the scores are exact zeros made from nonzero terms.
                     if (kind == "cancelling") k[at] = d % 64 < 32 ? f32_to_f16(normal(rng)) : uint16_t(k[at - 32] ^ 0x8000u);
                     v[at] = f32_to_f16(normal(rng));
                     if (kind == "negative zero") v[at] = i == 0 ? 0x8001 : 0x8000;
+                    // Values about f16's smallest normal, 2^-14: the walk's sums cross into and
+                    // out of the subnormals; values near its largest: the sums overflow to inf.
+                    if (kind == "small values") v[at] = uint16_t((r_sign(rng) < 0 ? 0x8000u : 0u) | (rng() % 0xc00u));
+                    if (kind == "overflowing values") v[at] = f32_to_f16(r_sign(rng) * uniform(rng, 30000.0f, 65504.0f));
                 }
             }
             for (size_t h = kvh * group; h < (kvh + 1) * group; ++h)
-                for (size_t d = 0; d < D; ++d) q[h * D + d] = kind == "random" ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
+                for (size_t d = 0; d < D; ++d) q[h * D + d] = random_scores ? normal(rng) : u[d] * alpha * (1.0f + 0.01f * normal(rng));
             if (kind == "cancelling")
                 for (size_t h = kvh * group; h < (kvh + 1) * group; ++h) std::fill_n(&q[h * D], D, f16_to_f32(f32_to_f16(normal(rng))));
         }
