@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "gpu/kernels.h"
@@ -148,38 +149,36 @@ TEST(forward_gpu_split_norm_gives_the_same_bits_with_a_dispatch_more_a_norm) {
     CHECK_EQ(card->gpu_forward()->replays(), card->gpu_forward()->guarded() ? 1u : 0u);
 }
 
+namespace {
+// The tiny Q1_0 model's logits through the card equal the CPU's by default and with `var`=`value`
+// (a measuring switch), and the token then has `more(n_layer)` dispatches more (fewer: negative).
+void same_bits_with_switch(const char* var, const char* value, const std::function<long(long)>& more) {
+    auto cpu = open_model("q1_0", false);
+    const auto p = prompt_of(4);
+    const auto want = steps(*cpu, p, 5);
+    auto plain = open_model("q1_0", true);
+    REQUIRE(plain->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*plain, p, 5)));
+    bt::EnvScope sw(var, value);
+    auto card = open_model("q1_0", true);
+    REQUIRE(card->gpu_forward() != nullptr);
+    CHECK(same_bytes(want, steps(*card, p, 5)));
+    CHECK_EQ(long(card->gpu_forward()->dispatches()), long(plain->gpu_forward()->dispatches()) + more(long(cpu->hparams().n_layer)));
+}
+}  // namespace
+
 // A Q1_0 layer's gate and up products run as one dispatch with SwiGLU's output quantized in it
 // (swiglu_q1_0_q8); BANKML_GPU_SPLIT_SWIGLU=1 (measuring) records the stacked product, then
 // prep_act with SwiGLU on the way in: a dispatch more a layer, the same bits.
 TEST(forward_gpu_split_swiglu_gives_the_same_bits_with_a_dispatch_more_a_layer) {
-    auto cpu = open_model("q1_0", false);
-    const auto p = prompt_of(4);
-    const auto want = steps(*cpu, p, 5);
-    auto fused = open_model("q1_0", true);
-    REQUIRE(fused->gpu_forward() != nullptr);
-    CHECK(same_bytes(want, steps(*fused, p, 5)));
-    bt::EnvScope split("BANKML_GPU_SPLIT_SWIGLU", "1");
-    auto card = open_model("q1_0", true);
-    REQUIRE(card->gpu_forward() != nullptr);
-    CHECK(same_bytes(want, steps(*card, p, 5)));
-    CHECK_EQ(card->gpu_forward()->dispatches(), fused->gpu_forward()->dispatches() + size_t(cpu->hparams().n_layer));
+    same_bits_with_switch("BANKML_GPU_SPLIT_SWIGLU", "1", [](long layers) { return layers; });
 }
 
 // A model with small layers reads each product's weights into the card's L2 beside the step
-// before it (warm_l2, two dispatches a Q1_0 matrix: scales and bits); BANKML_GPU_PREFETCH=0
-// (measuring) leaves them out: fewer dispatches, the same bits.
+// before it (warm_l2, two dispatches a Q1_0 matrix: scales and bits, four matrices a layer and the
+// output); BANKML_GPU_PREFETCH=0 (measuring) leaves them out: fewer dispatches, the same bits.
 TEST(forward_gpu_weights_warmed_in_l2_keep_the_bits) {
-    auto cpu = open_model("q1_0", false);
-    const auto p = prompt_of(4);
-    const auto want = steps(*cpu, p, 5);
-    auto warm = open_model("q1_0", true);
-    REQUIRE(warm->gpu_forward() != nullptr);
-    CHECK(same_bytes(want, steps(*warm, p, 5)));
-    bt::EnvScope off("BANKML_GPU_PREFETCH", "0");
-    auto cold = open_model("q1_0", true);
-    REQUIRE(cold->gpu_forward() != nullptr);
-    CHECK(same_bytes(want, steps(*cold, p, 5)));
-    CHECK_EQ(warm->gpu_forward()->dispatches(), cold->gpu_forward()->dispatches() + 8 * size_t(cpu->hparams().n_layer) + 2);
+    same_bits_with_switch("BANKML_GPU_PREFETCH", "0", [](long layers) { return -(8 * layers + 2); });
 }
 
 TEST(forward_gpu_all_logits_of_a_prompt_equal_the_cpu_batch) {
