@@ -431,7 +431,15 @@ TEST(serve_stream_sends_the_same_text_as_sse_ending_in_done) {
 TEST(serve_a_client_that_leaves_frees_its_slot) {
     ServeProc s({"-m", tiny(), "-t", "1", "-c", "4096"});
     REQUIRE(s.ok());
+    auto slots_busy = [&] {
+        json::Value u = usage(s);
+        return u["engine"]["slots_busy"].is_integer() ? u["engine"]["slots_busy"].as_int() : -1;
+    };
     for (bool stream : {true, false}) {
+        // The slot idle first: the last request's answer can arrive before its slot is counted free,
+        // and a busy slot must be this request's.
+        for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10); slots_busy() != 0 && std::chrono::steady_clock::now() < end;) {
+        }
         int fd = net::connect_tcp("127.0.0.1", s.port(), 5000);
         REQUIRE(fd >= 0);
         std::string body = std::string(R"({"prompt":"x","ignore_eos":true,"max_tokens":4000,"stream":)") +
@@ -442,10 +450,7 @@ TEST(serve_a_client_that_leaves_frees_its_slot) {
         // Wait until the slot is busy (streaming: until the first event), then leave.
         auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
         bool busy = false;
-        while (!busy && std::chrono::steady_clock::now() < end) {
-            json::Value u = usage(s);
-            busy = u["engine"]["slots_busy"].is_integer() && u["engine"]["slots_busy"].as_int() == 1;
-        }
+        while (!busy && std::chrono::steady_clock::now() < end) busy = slots_busy() == 1;
         CHECK(busy);
         ::close(fd);
         // The one slot is free again well before 4000 tokens could be generated.
