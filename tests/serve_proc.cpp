@@ -32,7 +32,9 @@ ServeProc::ServeProc(const std::vector<std::string>& args) {
         ::_exit(127);
     }
     pid_ = p;
-    auto deadline = Clock::now() + std::chrono::seconds(20);
+    // A server that verifies the card first (lavapipe's kernels, under the sanitizers) can take
+    // half a minute before it listens.
+    auto deadline = Clock::now() + std::chrono::seconds(60);
     while (Clock::now() < deadline && port_ == 0) {
         std::string e = err();
         size_t at = e.find("listening on http://127.0.0.1:");
