@@ -438,8 +438,8 @@ TEST(serve_a_client_that_leaves_frees_its_slot) {
     for (bool stream : {true, false}) {
         // The slot idle first: the last request's answer can arrive before its slot is counted free,
         // and a busy slot must be this request's.
-        for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10); slots_busy() != 0 && std::chrono::steady_clock::now() < end;) {
-        }
+        for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10); slots_busy() != 0 && std::chrono::steady_clock::now() < end;)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
         int fd = net::connect_tcp("127.0.0.1", s.port(), 5000);
         REQUIRE(fd >= 0);
         std::string body = std::string(R"({"prompt":"x","ignore_eos":true,"max_tokens":4000,"stream":)") +

@@ -33,6 +33,8 @@ struct CardMatrix {
     size_t rows = 0, cols = 0;
     gpu::Buffer a, b;  // Q1_0: scales, bits; Q2_0: scales, codes; F16: the rows (b unused)
     bool gate_up = false;  // Q1_0 gate and up rows in swiglu_q1_0_q8's order (gpu::ops::stack_gate_up)
+    // The card buffers holding it (b is a's copy where one buffer holds the matrix).
+    std::vector<const gpu::Buffer*> buffers() const { return b.id == a.id ? std::vector{&a} : std::vector{&a, &b}; }
 };
 
 // How a matrix type runs on the card, one entry a type: its packing into one or two word buffers
@@ -296,8 +298,7 @@ struct GpuForward::Impl {
         if (!warm) return;
         auto it = pipes.find("warm_l2");
         if (it == pipes.end()) it = pipes.emplace("warm_l2", gpu.pipeline(kn::warm_l2(), 2, 8)).first;
-        for (const gpu::Buffer* b : {&w.a, &w.b}) {
-            if (b == &w.b && w.b.id == w.a.id) break;  // one buffer holds the matrix
+        for (const gpu::Buffer* b : w.buffers()) {
             const uint32_t n = uint32_t(b->bytes / 8), groups = kn::warm_l2_groups(n);
             gpu::Step st{&it->second, {b, &warm_sink}, {n, groups * kn::KERNEL_INVOCATIONS}, groups};
             st.after = false;
@@ -425,7 +426,8 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     uint64_t layer_bytes = 0;
     for (size_t l = 0; l < L; ++l) {
         uint64_t b = 0;
-        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]}) b += w->a.bytes + (w->b.id == w->a.id ? 0 : w->b.bytes);
+        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]})
+            for (const gpu::Buffer* buf : w->buffers()) b += buf->bytes;
         layer_bytes = std::max(layer_bytes, b);
     }
     d.warm = layer_bytes <= Impl::WARM_LAYER_BYTES;
