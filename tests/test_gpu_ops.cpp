@@ -301,6 +301,20 @@ TEST(gpu_op_expf_both_sequences_by_specialisation_constant) {
         CHECK_EQ(msgs.size(), 0u);
     }
 }
+TEST(gpu_op_div_sqrt_bit_exact) { bit_exact("div_sqrt", {"quotients and roots next to midpoints, exact ones, random"}); }
+// The exact division, square root and mean correct an estimate a step off, up or down, however
+// they were given it: with every estimate moved to a neighbour, the kernels that make them (the
+// probe, the norms' scales and means, the Q8_0 scales) still give the CPU's bits. A correction
+// that did nothing would leave half the outputs a step off.
+TEST(gpu_op_exact_ops_correct_an_estimate_a_step_off) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    b.float_modes |= gpu::shader::NUDGE_ESTIMATES;
+    for (const char* k : {"div_sqrt", "rms_norm", "rms_norm_q8", "head_norm_rope", "prep_act", "attention_q8"}) {
+        CHECK(gpu::ops::op_kernel(k).build(b) != gpu::ops::op_kernel(k).build(card_build(*g)));
+        bit_exact_with(*g, b, k);
+    }
+}
 TEST(gpu_op_f16_round_bit_exact) { bit_exact("f16_round", {"every f16, ties, boundaries, every exponent"}); }
 // The token's embedding row: every code, subnormal and special scales (±0, the largest, ±infinity,
 // NaN), every f16; tokens pushed and read from the state buffer; a token past the rows writes nothing.

@@ -1161,6 +1161,25 @@ std::vector<uint32_t> f16_round_probe(const Build& b) {
     return s.finish();
 }
 
+// ---------------------------------------------------------------- division and square root probe
+
+// The toolkit's div_exact and sqrt_exact over pairs of floats (the norms' scales and the Q8_0
+// scales are made with them): word 2i of out is x[2i] / x[2i+1], word 2i+1 the square root of
+// x[2i+1].
+std::vector<uint32_t> div_sqrt_probe(const Build& b) {
+    Shader s(256, true, b.fma, b.float_modes);
+    auto x = buffer<K::f32>(0, true, "x");
+    auto out = buffer<K::f32>(1, false, "out");
+    push_constants(1);
+    U32 i = global_id();
+    if_(i * 2u + 1u < push(0), [&] {
+        F32 a = guard_load(x[i * 2u]), d = guard_load(x[i * 2u + 1u]);
+        out.set(i * 2u, div_exact(a, d));
+        out.set(i * 2u + 1u, sqrt_exact(d));
+    });
+    return s.finish();
+}
+
 // ---------------------------------------------------------------- embeddings
 
 // The token's row of token_embd as f32 words, each value the bits of the CPU's dequantization
@@ -1291,6 +1310,7 @@ const std::vector<OpKernel>& op_kernels() {
         {"swiglu", 2, 1, 256, swiglu},
         {"expf", 2, 1, 256, expf_probe},
         {"f16_round", 2, 1, 256, f16_round_probe},
+        {"div_sqrt", 2, 1, 256, div_sqrt_probe},
         {"embed_q1_0", 4, 4, 256, embed_q1_0},
         {"embed_q2_0", 4, 4, 256, embed_q2_0},
         {"embed_f16", 4, 4, 256, embed_f16},

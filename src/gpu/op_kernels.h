@@ -98,7 +98,8 @@ struct OpKernel {
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and
-// f16_round_probe: x (0, f32 bits), out (1); push: count.
+// f16_round_probe: x (0, f32 bits), out (1); push: count. div_sqrt: x (0: pairs a, b), out (1:
+// a / b, then the root of b); push: count (words, even).
 // embed_q1_0, embed_q2_0, embed_f16: token_embd as its product kernel takes it (0 and 1: Q1_0 as
 // kernels::pack_q1_0 packs it, Q2_0 as pack_q2_0, F16 the GGUF's rows in 0 and 1 unread), state
 // (2), out (3: n f32); push: n, rows, token, from_state (1: the token is the state's word

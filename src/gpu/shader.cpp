@@ -53,8 +53,9 @@ Shader::Shader(uint32_t local_x, bool uses_f64, Fma f, uint32_t modes) : fma(f),
     soft_f32 = (modes & SOFT_F32) != 0;
     guard_f32 = !soft_f32 && (modes & GUARD_F32) != 0;
     flush_f32 = !soft_f32 && (modes & FLUSH_F32) != 0;
+    nudge = (modes & NUDGE_ESTIMATES) != 0;
     uses_f64 = uses_f64 || soft_f32;
-    modes &= ~uint32_t(SOFT_F32 | GUARD_F32 | FLUSH_F32);
+    modes &= ~uint32_t(SOFT_F32 | GUARD_F32 | FLUSH_F32 | NUDGE_ESTIMATES);
     has_f64 = uses_f64;
     if (uses_f64) m.capability(CapabilityFloat64);
     m.entry_point(local_x);
@@ -572,34 +573,32 @@ static F32 step(F32 y, uint32_t up) { return f32_bits(up ? bits(y) + 1u : bits(y
 // The correctly rounded f32 q of a positive real whose comparisons with any double m come from
 // `below(m)` (the real is below m) and `above(m)` (above m), starting from an estimate y0 within
 // one f32 step: y0's neighbour is taken where the real lies past the midpoint toward it, and an
-// exact midpoint goes to the even neighbour.
+// exact midpoint goes to the even neighbour. Both midpoints are tested at once, without a branch:
+// the two tests are independent, and the step up, when taken, is the answer (the real then lies
+// at or above the midpoint that a test from the upper neighbour downward would use).
 // y >= 0 as a double, infinity as 2^128 (the step above the largest float), so midpoints next to
 // infinity are the overflow threshold.
 static F64 value(F32 y) { return select(bits(y) == 0x7f800000u, f64c(0x1p128), f64(y)); }
 
 template <class Below, class Above>
 static F32 correct(F32 y0, Below below, Above above) {
-    auto y = var(y0);
-    F32 v = y.get();
-    Bool finite = bits(v) < 0x7f800000u;
-    // Up: the midpoint between y and its upper neighbour (exact in double: 25 bits).
-    if_(finite, [&] {
-        F32 cur_y = y.get();
-        F64 mid = (f64(cur_y) + value(step(cur_y, 1))) * f64c(0.5);
-        Bool past = above(mid);
-        Bool tie = !past && !below(mid);
-        y = select(past || (tie && (bits(cur_y) & 1u) == 1u), step(cur_y, 1), cur_y);
-    });
-    F32 w = y.get();
-    if_(bits(w) != 0u && bits(w) <= 0x7f800000u, [&] {
-        F32 cur_y = y.get();
-        F32 dn = step(cur_y, 0);
-        F64 m2 = (f64(dn) + value(cur_y)) * f64c(0.5);
-        Bool under = below(m2);
-        Bool tie = !under && !above(m2);
-        y = select(under || (tie && (bits(cur_y) & 1u) == 1u), dn, cur_y);
-    });
-    return y.get();
+    if (cur().nudge) {  // tests: a neighbour of the estimate, up or down by its last bit
+        Bool movable = bits(y0) != 0u && bits(y0) < 0x7f800000u;
+        y0 = select(movable, step(y0, 1), y0);
+        y0 = select(movable && (bits(y0) & 2u) == 0u, step(step(y0, 0), 0), y0);
+    }
+    F32 up = step(y0, 1), dn = step(y0, 0);
+    Bool odd = (bits(y0) & 1u) == 1u;
+    // Up: the midpoint between y0 and its upper neighbour (exact in double: 25 bits); past y0's
+    // finite range the step is not taken (the values made there are not used).
+    F64 mid_up = (f64(y0) + value(up)) * f64c(0.5);
+    Bool past = above(mid_up);
+    Bool go_up = bits(y0) < 0x7f800000u && (past || (!below(mid_up) && odd));
+    // Down: the midpoint between y0 and its lower neighbour, for y0 above zero up to infinity.
+    F64 mid_dn = (f64(dn) + value(y0)) * f64c(0.5);
+    Bool under = below(mid_dn);
+    Bool go_dn = bits(y0) != 0u && bits(y0) <= 0x7f800000u && (under || (!above(mid_dn) && odd));
+    return select(go_up, up, select(go_dn, dn, y0));
 }
 
 F32 div_exact(F32 a, F32 b) {

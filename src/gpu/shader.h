@@ -52,8 +52,11 @@ enum class Fma { exact, native };
 // without DENORM32: exact always, or fast with a flag that says when to run the exact one).
 // FLUSH_F32 (tests): plain f32 results and loads flushed to zero where subnormal, as a card without
 // DenormPreserve may do, so that a card that keeps subnormals shows what the guard must catch.
+// NUDGE_ESTIMATES (tests): div_exact, sqrt_exact and mean_f32 start from a neighbour of their
+// estimate, so that the correction's every step runs (a card's estimate is seldom off).
 enum FloatModes : uint32_t {
-    DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8, SOFT_F32 = 16, GUARD_F32 = 32, FLUSH_F32 = 64
+    DENORM32 = 1, DENORM64 = 2, SIGNED_ZERO32 = 4, SIGNED_ZERO64 = 8, SOFT_F32 = 16, GUARD_F32 = 32, FLUSH_F32 = 64,
+    NUDGE_ESTIMATES = 128
 };
 
 class Shader {
@@ -79,6 +82,7 @@ public:
     // flag; the kernel's outputs are then not to be used (the soft_f32 build gives them exactly).
     bool guard_f32 = false;
     bool flush_f32 = false;      // FLUSH_F32, for plain f32 (guarded or not)
+    bool nudge = false;          // NUDGE_ESTIMATES
     // The card offers shaderIntegerDotProduct: dot4_i8 is one instruction (else integer steps).
     bool int_dot = false;
     // The card offers subgroup arithmetic in compute shaders (Gpu::subgroup_arithmetic): sums over

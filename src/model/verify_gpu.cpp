@@ -907,6 +907,42 @@ void verify_expf(Runner& R, Rng& rng, bool full, bool exhaustive) {
     if (full && exhaustive) every_float(R, "expf", host_expf);
 }
 
+// ---------------------------------------------------------------- division and square root
+
+void host_div_sqrt(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
+    y.resize(x.size());
+    for (size_t i = 0; i + 1 < x.size(); i += 2) {
+        y[i] = fbits(bitsf(x[i]) / bitsf(x[i + 1]));
+        y[i + 1] = fbits(std::sqrt(bitsf(x[i + 1])));
+    }
+}
+
+// Pairs (a, b) of positive normal floats whose quotient is normal: quotients next to the midpoint
+// between two floats (a = b·m rounded, m a midpoint, and a's neighbours), exact quotients, divisors
+// that are squares of midpoints (roots next to a midpoint) and of floats (exact roots), zero
+// numerators, infinite divisors and random bits of every exponent that keeps the quotient normal.
+void verify_div_sqrt(Runner& R, Rng& rng, bool full) {
+    std::vector<uint32_t> x;
+    auto normal = [&](int lo, int hi) {  // a random float with biased exponent in [lo, hi]
+        return uint32_t(lo + int(rng() % uint32_t(hi - lo + 1))) << 23 | (uint32_t(rng()) & 0x7fffffu);
+    };
+    auto midpoint = [&](uint32_t f) { return (double(bitsf(f)) + double(bitsf(f + 1))) / 2; };
+    for (int i = 0; i < 4096; ++i) {
+        const uint32_t b = normal(100, 150), q = normal(100, 150);
+        const uint32_t a = fbits(float(midpoint(q) * double(bitsf(b))));
+        for (int d = -2; d <= 2; ++d) x.insert(x.end(), {a + uint32_t(d), b});
+        x.insert(x.end(), {fbits(bitsf(q & 0xfffff000u) * bitsf(b & 0xfff00000u)), b & 0xfff00000u});  // exact
+        const uint32_t r = normal(90, 160);
+        const uint32_t s = fbits(float(midpoint(r) * midpoint(r)));
+        for (int d = -1; d <= 1; ++d) x.insert(x.end(), {q, s + uint32_t(d)});
+        x.insert(x.end(), {q, fbits(bitsf(r & 0xfffff000u) * bitsf(r & 0xfffff000u))});
+    }
+    x.insert(x.end(), {0u, fbits(3.0f), fbits(1.0f), 0x7f800000u, 0x7f7fffffu, fbits(0.5f), 0x00800000u, fbits(2.0f)});
+    const size_t sample = full ? size_t(1) << 22 : size_t(1) << 18;
+    while (x.size() < sample) x.insert(x.end(), {normal(64, 190), normal(64, 190)});
+    probe_batch(R, "div_sqrt", host_div_sqrt, x, dims({x.size()}) + " (quotients and roots next to midpoints, exact ones, random)");
+}
+
 // ---------------------------------------------------------------- f16 rounding
 
 void host_f16_round(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
@@ -1086,6 +1122,7 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("swiglu")) verify_swiglu(R, rng, opt.full);
     if (want("expf")) verify_expf(R, rng, opt.full, exhaustive);
     if (want("f16_round")) verify_f16_round(R, rng, opt.full, exhaustive);
+    if (want("div_sqrt")) verify_div_sqrt(R, rng, opt.full);
     if (want("embed_q1_0")) verify_embed(R, rng, opt.full, quant::Type::Q1_0);
     if (want("embed_q2_0")) verify_embed(R, rng, opt.full, quant::Type::Q2_0);
     if (want("embed_f16")) verify_embed(R, rng, opt.full, quant::Type::F16);

@@ -19,6 +19,8 @@
 //   expf            millions of floats over every exponent, the special values and the boundaries
 //                   (exhaustive: every one of the 2^32)
 //   f16_round       every f16 value and every tie between two, the range's ends, random floats
+//   div_sqrt        quotients and roots next to the midpoint between two floats, exact ones, zero
+//                   numerators, infinite divisors, random normal floats
 //   embed_*         Q1_0, Q2_0 and F16 token_embd rows with random, subnormal and special f16
 //                   values (±0, the largest, ±infinity, NaN), every code, every f16; tokens pushed
 //                   and read from the state buffer, and one past the rows (nothing written)
