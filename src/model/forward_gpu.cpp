@@ -287,10 +287,11 @@ struct GpuForward::Impl {
     // then prep_act, the two dispatches rms_norm_q8 makes one.
     bool split_norm = false;
     size_t norms_recorded = 0;  // in the token being recorded: which residual buffer is whose
-    // Each product's weights read into the card's L2 beside the step before it (warm_l2, no
+    // Each layer product's weights read into the card's L2 beside the step before it (warm_l2, no
     // barrier between), where a layer's matrices are at most WARM_LAYER_BYTES: the H200's 1.7B
-    // layers gained, its 8B layers lost (docs/PERFORMANCE.md). BANKML_GPU_PREFETCH=0|1
-    // (measuring only) turns it off or on for any model.
+    // layers gained, its 8B layers lost (docs/PERFORMANCE.md). The output matrix is not warmed:
+    // its reads slowed the output norm beside them more than its product gained.
+    // BANKML_GPU_PREFETCH=0|1 (measuring only) turns it off or on for any model.
     static constexpr uint64_t WARM_LAYER_BYTES = 8ull << 20;
     bool warm = false;
     gpu::Buffer warm_sink;  // [4] warm_l2's sink, never read
@@ -464,7 +465,6 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.product(d.down_w[l], d.o, h));
     }
     d.norm_prep(s, out_norm, true);
-    d.warm_l2(s, d.out_w);
     s.push_back(d.product(d.out_w, d.logits));
     return s;
     };
