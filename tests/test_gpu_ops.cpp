@@ -363,6 +363,15 @@ TEST(gpu_op_guard_flags_every_run_a_flushing_card_would_change) {
             CHECK(l.find("bit-exact, ") != std::string::npos && l.find("flagged") == std::string::npos);
         }
     CHECK_EQ(cancelling, (size_t)1);
+    // Quotients and roots of normal floats that stay at least twice the smallest normal pass the
+    // guard unflagged (the probe's pairs keep them there).
+    size_t div_sqrt = 0;
+    for (const std::string& l : lines)
+        if (l.rfind("div_sqrt (guarded f32)", 0) == 0) {
+            ++div_sqrt;
+            CHECK(l.find("bit-exact, ") != std::string::npos && l.find("flagged") == std::string::npos);
+        }
+    CHECK_EQ(div_sqrt, (size_t)1);
     std::printf("    %s; %zu differed\n", sum.c_str(), differed);
     CHECK_GT(differed, (size_t)0);  // the flushing changed outputs, and the guard caught each
     // Without the guard the flushing kernels are refused.
