@@ -1136,48 +1136,44 @@ std::vector<uint32_t> swiglu(const Build& b) {
     return s.finish();
 }
 
-// ---------------------------------------------------------------- expf probe
+// ---------------------------------------------------------------- probes
 
-std::vector<uint32_t> expf_probe(const Build& b) {
+// A probe kernel over a list of f32 words: x (0), out (1), push: the words' count; body(x, out, i,
+// count) for invocation i, 256 a workgroup.
+template <class Body>
+std::vector<uint32_t> probe_kernel(const Build& b, Body body) {
     Shader s(256, true, b.fma, b.float_modes);
     auto x = buffer<K::u32>(0, true, "x");
     auto out = buffer<K::u32>(1, false, "out");
     push_constants(1);
-    U32 i = global_id();
-    if_(i < push(0), [&] { out.set(i, bits(expf_libm(f32_bits(x[i]), expf_fused()))); });
+    body(x, out, global_id(), push(0));
     return s.finish();
 }
 
-// ---------------------------------------------------------------- f16 rounding probe
+std::vector<uint32_t> expf_probe(const Build& b) {
+    return probe_kernel(b, [](Arr<K::u32>& x, Arr<K::u32>& out, U32 i, U32 n) {
+        if_(i < n, [&] { out.set(i, bits(expf_libm(f32_bits(x[i]), expf_fused()))); });
+    });
+}
 
 // The toolkit's f16_round over a list of floats (attention's walk rounds to f16 with it).
 std::vector<uint32_t> f16_round_probe(const Build& b) {
-    Shader s(256, true, b.fma, b.float_modes);
-    auto x = buffer<K::u32>(0, true, "x");
-    auto out = buffer<K::u32>(1, false, "out");
-    push_constants(1);
-    U32 i = global_id();
-    if_(i < push(0), [&] { out.set(i, bits(f16_round(f32_bits(x[i])))); });
-    return s.finish();
+    return probe_kernel(b, [](Arr<K::u32>& x, Arr<K::u32>& out, U32 i, U32 n) {
+        if_(i < n, [&] { out.set(i, bits(f16_round(f32_bits(x[i])))); });
+    });
 }
-
-// ---------------------------------------------------------------- division and square root probe
 
 // The toolkit's div_exact and sqrt_exact over pairs of floats (the norms' scales and the Q8_0
 // scales are made with them): word 2i of out is x[2i] / x[2i+1], word 2i+1 the square root of
 // x[2i+1].
 std::vector<uint32_t> div_sqrt_probe(const Build& b) {
-    Shader s(256, true, b.fma, b.float_modes);
-    auto x = buffer<K::f32>(0, true, "x");
-    auto out = buffer<K::f32>(1, false, "out");
-    push_constants(1);
-    U32 i = global_id();
-    if_(i * 2u + 1u < push(0), [&] {
-        F32 a = guard_load(x[i * 2u]), d = guard_load(x[i * 2u + 1u]);
-        out.set(i * 2u, div_exact(a, d));
-        out.set(i * 2u + 1u, sqrt_exact(d));
+    return probe_kernel(b, [](Arr<K::u32>& x, Arr<K::u32>& out, U32 i, U32 n) {
+        if_(i * 2u + 1u < n, [&] {
+            F32 a = guard_load(f32_bits(x[i * 2u])), d = guard_load(f32_bits(x[i * 2u + 1u]));
+            out.set(i * 2u, bits(div_exact(a, d)));
+            out.set(i * 2u + 1u, bits(sqrt_exact(d)));
+        });
     });
-    return s.finish();
 }
 
 // ---------------------------------------------------------------- embeddings
