@@ -174,11 +174,11 @@ TEST(forward_gpu_split_swiglu_gives_the_same_bits_with_a_dispatch_more_a_layer) 
     same_bits_with_switch("BANKML_GPU_SPLIT_SWIGLU", "1", [](long layers) { return layers; });
 }
 
-// A model with small layers reads each product's weights into the card's L2 beside the step
-// before it (warm_l2, two dispatches a Q1_0 matrix: scales and bits, four matrices a layer and the
-// output); BANKML_GPU_PREFETCH=0 (measuring) leaves them out: fewer dispatches, the same bits.
+// A model with small layers reads each layer product's weights into the card's L2 beside the step
+// before it (warm_l2, two dispatches a Q1_0 matrix: scales and bits, four matrices a layer; the
+// output matrix is not warmed); BANKML_GPU_PREFETCH=0 (measuring) leaves them out: fewer
+// dispatches, the same bits.
 TEST(forward_gpu_weights_warmed_in_l2_keep_the_bits) {
-    // Two buffers of each of a layer's four matrices (the output matrix is not warmed).
     same_bits_with_switch("BANKML_GPU_PREFETCH", "0", [](long layers) { return -(8 * layers); });
 }
 

@@ -582,10 +582,9 @@ static F64 value(F32 y) { return select(bits(y) == 0x7f800000u, f64c(0x1p128), f
 
 template <class Below, class Above>
 static F32 correct(F32 y0, Below below, Above above) {
-    if (cur().nudge) {  // tests: a neighbour of the estimate, up or down by its last bit
+    if (cur().nudge) {  // tests: the neighbour above the estimate where its bit 1 is set, else below
         Bool movable = bits(y0) != 0u && bits(y0) < 0x7f800000u;
-        y0 = select(movable, step(y0, 1), y0);
-        y0 = select(movable && (bits(y0) & 2u) == 0u, step(step(y0, 0), 0), y0);
+        y0 = select(movable, select((bits(y0) & 2u) != 0u, step(y0, 1), step(y0, 0)), y0);
     }
     F32 up = step(y0, 1), dn = step(y0, 0);
     Bool odd = (bits(y0) & 1u) == 1u;

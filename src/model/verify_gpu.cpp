@@ -917,10 +917,10 @@ void host_div_sqrt(const std::vector<uint32_t>& x, std::vector<uint32_t>& y) {
     }
 }
 
-// Pairs (a, b) of positive normal floats whose quotient is normal: quotients next to the midpoint
-// between two floats (a = b·m rounded, m a midpoint, and a's neighbours), exact quotients, divisors
-// that are squares of midpoints (roots next to a midpoint) and of floats (exact roots), zero
-// numerators, infinite divisors and random bits of every exponent that keeps the quotient normal.
+// Pairs (a, b) of positive floats: quotients next to the midpoint between two floats (a = b·m
+// rounded, m a midpoint, and a's neighbours), exact quotients, divisors that are squares of
+// midpoints (roots next to a midpoint) and of floats (exact roots), a zero numerator, an infinite
+// divisor, an overflowing quotient, and random normal floats whose quotient is at least 2^-125.
 void verify_div_sqrt(Runner& R, Rng& rng, bool full) {
     std::vector<uint32_t> x;
     auto normal = [&](int lo, int hi) {  // a random float with biased exponent in [lo, hi]
