@@ -118,11 +118,61 @@ TEST(gpu_op_rms_norm_q8_bit_exact) {
                               "ties", "some ties", "large few", "zeros", "equal", "mean on a boundary", "mean on a boundary, rounded up", "residual random", "residual cancel",
                               "residual spread"});
 }
-// The oracle checks every workgroup's blocks: a quant of the last span of 1×1056 (workgroup 8 of 9)
-// that differs refuses the card.
+// The rows the forward pass compiles into rms_norm_q8's pipeline (the real shapes' and the tiny
+// models'), each checked by the oracle with that pipeline; other rows keep the general one.
+TEST(gpu_op_rms_norm_q8_rows_compiled_in_are_checked) {
+    for (uint32_t n : {256u, 2048u, 2560u, 4096u}) {
+        const std::vector<gpu::SpecValue> s = gpu::ops::norm_spec(n);
+        REQUIRE_EQ(s.size(), 1u);
+        CHECK_EQ(s[0].id, gpu::ops::SPEC_NORM_VALUES);
+        CHECK_EQ(s[0].value, n / 256);
+    }
+    for (uint32_t n : {32u, 1056u, 3072u, 8192u}) CHECK(gpu::ops::norm_spec(n).empty());
+    gpu::Gpu* g = test_gpu();
+    model::VerifyOpsOptions o;
+    o.only = "rms_norm_q8";
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    model::verify_ops(*g, card_build(*g), o);
+    for (uint32_t n : gpu::ops::NORM_ROWS_COMPILED_IN) {
+        size_t seen = 0;
+        for (const auto& c : checks) seen += c.shape.find("1×" + std::to_string(n) + ", the row compiled in (") == 0 && c.bit_exact;
+        CHECK_GE(seen, 17u);  // every kind of row data
+    }
+}
+// The head size the forward pass compiles into head_norm_rope's and attention's pipelines (every
+// qwen3 model's), checked by the oracle with those pipelines; other sizes keep the general ones.
+TEST(gpu_op_head_dims_compiled_in_are_checked) {
+    const std::vector<gpu::SpecValue> s = gpu::ops::head_spec(128);
+    REQUIRE_EQ(s.size(), 1u);
+    CHECK_EQ(s[0].id, gpu::ops::SPEC_HEAD_DIM);
+    CHECK_EQ(s[0].value, 128u);
+    for (uint32_t d : {32u, 64u, 256u}) CHECK(gpu::ops::head_spec(d).empty());
+    gpu::Gpu* g = test_gpu();
+    for (const char* k : {"head_norm_rope", "attention_q8"}) {
+        model::VerifyOpsOptions o;
+        o.only = k;
+        std::vector<gpu::kernels::Check> checks;
+        o.checks = &checks;
+        model::verify_ops(*g, card_build(*g), o);
+        size_t compiled_in = 0, general = 0;
+        for (const auto& c : checks) {
+            CHECK(c.bit_exact);
+            const bool d128 = c.shape.find("×128") != std::string::npos;
+            compiled_in += d128 && c.shape.find("×128, D compiled in ") != std::string::npos;
+            general += !d128 && c.shape.find("compiled in") == std::string::npos;
+        }
+        CHECK_GE(compiled_in, 5u);  // every kind of data at D = 128
+        CHECK_GE(general, 2u);      // D = 32 and 256
+    }
+}
+// The oracle checks every workgroup's blocks: a quant of the second workgroup's span (every row
+// the oracle has, the shortest compiled-in one of 256 included, has one) that differs refuses the
+// card.
 TEST(gpu_op_rms_norm_q8_refused_for_a_wrong_block_of_a_later_workgroup) {
-    CHECK_EQ(gpu::ops::norm_q8_groups(1056), 9u);
-    refused("rms_norm_q8", 1040);
+    CHECK_EQ(gpu::ops::norm_q8_groups(256), 2u);
+    CHECK_EQ(200 / gpu::ops::NORM_Q8_SPAN, 1u);
+    refused("rms_norm_q8", 200);
 }
 
 // rms_norm_q8 against the two dispatches it replaces, on the card: rms_norm (x in place) then
@@ -491,7 +541,7 @@ TEST(gpu_model_stays_on_the_cpu_when_an_op_kernel_differs) {
     auto bad = bt::run_cmd("BANKML_GPU=0 BANKML_GPU_ALLOW_SOFTWARE=1 BANKML_GPU_TEST_CORRUPT_ROW=3 BANKML_GPU_TEST_CORRUPT_KERNEL=attention " + run);
     CHECK_EQ(bad.code, 0);
     CHECK(bad.err.find("runs the model") == std::string::npos);
-    CHECK(bad.err.find("stays on the CPU: not verified: attention 4×128 over 1 (random): out[3] differs") != std::string::npos);
+    CHECK(bad.err.find("stays on the CPU: not verified: attention 4×128, D compiled in over 1 (random): out[3] differs") != std::string::npos);
     CHECK_EQ(bad.out, ok.out);  // the same tokens either way
     if (bad.err.find("stays on the CPU") == std::string::npos) std::printf("    stderr: %s\n", bad.err.c_str());
 }

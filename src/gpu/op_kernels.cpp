@@ -19,8 +19,13 @@ namespace {
 constexpr float NEG_INF = -__builtin_inff();
 
 // Values a workgroup holds at once for its norm's sum (larger rows go through in chunks).
-constexpr uint32_t NORM_LOCAL = 256, NORM_CHUNK = 4096, NORM_CAP = 512;
+constexpr uint32_t NORM_LOCAL = NORM_INVOCATIONS, NORM_CHUNK = 4096, NORM_CAP = 512;
 static_assert(NORM_Q8_SPAN % 32 == 0 && NORM_Q8_SPAN <= NORM_LOCAL);
+static_assert([] {
+    for (uint32_t r : NORM_ROWS_COMPILED_IN)
+        if (r % NORM_LOCAL || r > NORM_CHUNK) return false;
+    return true;
+}(), "a row compiled in is whole values an invocation, in one chunk");
 
 
 // ---------------------------------------------------------------- the ordered double sum
@@ -324,9 +329,12 @@ F64 chunk_squares(U32 base, U32 n, U32 t, Arr<K::f32>& sx, const std::function<L
     std::vector<Loads> v(NORM_KN);
     std::vector<Bool> in(NORM_KN);
     std::vector<U32> at(NORM_KN);
+    // A row compiled in: in[k] is a constant once specialised, so the pipeline keeps only the
+    // row's own loads and values, with no branch around each.
+    U32 compiled_in = spec_u32(SPEC_NORM_VALUES, 0);
     for (uint32_t k = 0; k < NORM_KN; ++k) {
         at[k] = base + t + k * NORM_LOCAL;
-        in[k] = at[k] < n;
+        in[k] = select(compiled_in != 0u, u32c(k) < compiled_in, at[k] < n);
         Unguarded ug;
         v[k] = load(select(in[k], at[k], u32c(0)));
     }
@@ -764,6 +772,12 @@ constexpr uint32_t HEAD_LOCAL = 64, HEAD_MAX = 256;
 // walked faster than runs of 8 or 16; docs/PERFORMANCE.md).
 constexpr uint32_t ATT_WALK = 4;
 
+// The head size: the one compiled in (SPEC_HEAD_DIM), else the pushed one.
+U32 head_dim(U32 pushed) {
+    U32 compiled_in = spec_u32(SPEC_HEAD_DIM, 0);
+    return select(compiled_in != 0u, compiled_in, pushed);
+}
+
 // One head's RMS norm (its D squares summed in double in order), then the NEOX rotation with the
 // position's table: x0' = fma(x0, c, -(x1·s)), x1' = fma(x0, s, x1·c). Query heads go to q; key
 // heads are rounded to f16 into the cache, with their value heads beside them.
@@ -777,7 +791,8 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
     auto kc = buffer<K::u32>(4, false, "k_cache");
     auto vc = buffer<K::u32>(5, false, "v_cache");
     push_constants(8);
-    U32 D = push(0), NH = push(1), NKV = push(2), qn = push(3), kn = push(4), layer = push(5), n_ctx = push(6);
+    U32 NH = push(1), NKV = push(2), qn = push(3), kn = push(4), layer = push(5), n_ctx = push(6);
+    U32 D = head_dim(push(0));
     F32 eps = f32_bits(push(7));
     U32 t = local_id(), g = group_id();
     Bool is_q = g < NH;
@@ -893,7 +908,12 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     else out = buffer<K::f32>(5, false, "out");
     if (b.clock && q8) clock_stamps(9);
     push_constants(6);
-    U32 D = push(0), NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
+    U32 NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
+    U32 D = head_dim(push(0));
+    // The outputs an invocation walks: ATT_ELEMS for any head size, fewer where D is compiled in
+    // (a constant then: the pipeline drops the walks no head size of D has).
+    U32 compiled_in = spec_u32(SPEC_HEAD_DIM, 0);
+    U32 elems = select(compiled_in != 0u, (compiled_in + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL), u32c(ATT_ELEMS));
     F32 scale = f32_bits(push(5));
     U32 t = local_id(), hq = group_id();
     U32 kvh = hq / group;
@@ -1021,7 +1041,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
             U32 d = t + u32c(e * ATT_LOCAL);
             U32 word = d >> 1u;
             Bool low = (d & 1u) == 0u;
-            if_(d < D, [&] {
+            if_(u32c(e) < elems && d < D, [&] {
                 // ATT_WALK positions at a time, their values read before the walk (past n: the
                 // chunk's first position, skipped).
                 for_(u32c(0), n, u32c(ATT_WALK), [&](U32 p0) {
@@ -1103,7 +1123,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
         F32 inv = select(Sv == f32c(0.0f), f32c(0.0f), div_exact(f32c(1.0f), Sv));
         for (uint32_t e = 0; e < ATT_ELEMS; ++e) {
             U32 d = t + u32c(e * ATT_LOCAL);
-            if_(d < D, [&] {
+            if_(u32c(e) < elems && d < D, [&] {
                 if (q8) ys.set(d, y[e].get() * inv);
                 else out->set(hq * D + d, y[e].get() * inv);
             });
@@ -1264,6 +1284,16 @@ Build build_for(const Gpu& card, bool native_fma) {
 }
 
 std::vector<SpecValue> spec_values(const Build& b) { return {{SPEC_EXPF_FUSED, b.expf_fused ? 1u : 0u}}; }
+std::vector<SpecValue> head_spec(uint32_t D) {
+    for (uint32_t d : HEAD_DIMS_COMPILED_IN)
+        if (D == d) return {{SPEC_HEAD_DIM, D}};
+    return {};
+}
+std::vector<SpecValue> norm_spec(uint32_t n) {
+    for (uint32_t r : NORM_ROWS_COMPILED_IN)
+        if (n == r) return {{SPEC_NORM_VALUES, n / NORM_INVOCATIONS}};
+    return {};
+}
 
 Build guarded(const Build& exact) {
     Build b = exact;

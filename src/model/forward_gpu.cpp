@@ -176,15 +176,19 @@ struct GpuForward::Impl {
     go::Build build;  // the one being recorded: fast, or exact
     go::Build fast, exact;
     // A kernel's pipeline, made on first use: the sequences build only the kernels they dispatch.
-    const gpu::Pipeline& pipe(const std::string& n) { return pipe(n, build); }
-    const gpu::Pipeline& pipe(const std::string& n, const go::Build& with) {
+    const gpu::Pipeline& pipe(const std::string& n, const std::vector<gpu::SpecValue>& spec = {}) { return pipe(n, build, spec); }
+    // spec: specialisation values beyond the build's (a row length compiled in: go::norm_spec).
+    const gpu::Pipeline& pipe(const std::string& n, const go::Build& with, const std::vector<gpu::SpecValue>& spec = {}) {
         // The Q1_0 products (made in the constructor) have one build; the op kernels a guarded one.
-        const std::string key = n + (go::has_guard(with) ? "/guarded" : "");
+        std::string key = n + (go::has_guard(with) ? "/guarded" : "");
+        for (const gpu::SpecValue& v : spec) key += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
         auto it = pipes.find(key);
         if (it != pipes.end()) return it->second;
         if (it = pipes.find(n); it != pipes.end() && n.rfind("q1_0_", 0) == 0) return it->second;
         const go::OpKernel& k = go::op_kernel(n);
-        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4, go::spec_values(with))).first->second;
+        std::vector<gpu::SpecValue> values = go::spec_values(with);
+        values.insert(values.end(), spec.begin(), spec.end());
+        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4, values)).first->second;
     }
     // Kernels the guarded token runs with the exact build all the same: those whose guard rises
     // often on ordinary data (",attention,"), so that a token seldom needs its exact replay. A
@@ -194,11 +198,12 @@ struct GpuForward::Impl {
     // the profile can say which kernels raised it).
     std::deque<std::pair<gpu::Buffer, std::string>> step_flags;
     std::map<std::string, size_t> flags_by_kernel;
-    gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
+    gpu::Step op(const std::string& n, std::vector<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups,
+                 const std::vector<gpu::SpecValue>& spec = {}) {
         if (go::op_kernel(n).stamps && build.clock) bufs.push_back(&clock);
         const std::string base = n.size() > 3 && n.compare(n.size() - 3, 3, "_q8") == 0 ? n.substr(0, n.size() - 3) : n;
         if (go::has_guard(build) && exact_in_fast.find("," + base + ",") != std::string::npos)
-            return {&pipe(n, exact), std::move(bufs), std::move(push), groups};
+            return {&pipe(n, exact, spec), std::move(bufs), std::move(push), groups};
         if (go::has_guard(build) && profile) {
             step_flags.emplace_back(gpu.readback_buffer(FLAG_BYTES), n);
             std::memset(step_flags.back().first.mapped, 0, FLAG_BYTES);
@@ -206,7 +211,7 @@ struct GpuForward::Impl {
         } else if (go::has_guard(build)) {
             bufs.push_back(&flag);
         }
-        return {&pipe(n), std::move(bufs), std::move(push), groups};
+        return {&pipe(n, spec), std::move(bufs), std::move(push), groups};
     }
     std::string pipe_name(const gpu::Pipeline* p) const {
         for (const auto& [n, q] : pipes)
@@ -317,7 +322,8 @@ struct GpuForward::Impl {
         const bool odd = norms_recorded++ % 2;
         const gpu::Buffer &in = odd ? x2 : x, &out = odd ? x : x2;
         s.push_back(op("rms_norm_q8", {&in, &o, &norms, &out, &table, &q8, &d8, &act16},
-                       {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd)));
+                       {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd),
+                       go::norm_spec((uint32_t)hp.n_embd)));
     }
 };
 
@@ -451,11 +457,11 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.op("head_norm_rope", {&d.qkv, &d.norms, &d.state, &d.q, &d.kc, &d.vc},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)NKV, offs[l].qn, offs[l].kn, (uint32_t)(l * layer_words),
                           (uint32_t)C, fbits(hp.rms_eps)},
-                         (uint32_t)(NH + NKV)));
+                         (uint32_t)(NH + NKV), go::head_spec((uint32_t)D)));
         // Attention's output goes straight into the output product's input.
         s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
-                         (uint32_t)NH));
+                         (uint32_t)NH, go::head_spec((uint32_t)D)));
         d.warm_l2(s, d.wo_w[l]);
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);

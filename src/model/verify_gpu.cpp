@@ -83,9 +83,12 @@ public:
     std::vector<std::string> lines;
     std::vector<std::string> failures;  // every check that differed, in order
 
-    // The kernel's pipeline, built once, after checking the card can run it.
-    const gpu::Pipeline& pipe(const std::string& name) {
-        auto it = pipes_.find(name);
+    // The kernel's pipeline, built once, after checking the card can run it; spec: values beyond
+    // the build's (a row length compiled in).
+    const gpu::Pipeline& pipe(const std::string& name, const std::vector<gpu::SpecValue>& spec = {}) {
+        std::string key = name;
+        for (const gpu::SpecValue& v : spec) key += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
+        auto it = pipes_.find(key);
         if (it != pipes_.end()) return it->second;
         const go::OpKernel& k = go::op_kernel(name);
         std::vector<uint32_t> words = k.build(build_);
@@ -99,7 +102,9 @@ public:
         if (size_t need = workgroup_bytes(words); lim.max_shared_bytes < need)
             refuse("needs " + std::to_string(need) + " bytes of workgroup memory, the card offers " +
                    std::to_string(lim.max_shared_bytes));
-        return pipes_.emplace(name, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4, go::spec_values(build_))).first->second;
+        std::vector<gpu::SpecValue> values = go::spec_values(build_);
+        values.insert(values.end(), spec.begin(), spec.end());
+        return pipes_.emplace(key, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4, values)).first->second;
     }
 
     // A buffer holding `w` (at least one word), freed with the runner.
@@ -130,8 +135,9 @@ public:
         return w;
     }
 
-    double run(const std::string& name, std::initializer_list<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups) {
-        const gpu::Pipeline& p = pipe(name);
+    double run(const std::string& name, std::initializer_list<const gpu::Buffer*> bufs, std::vector<uint32_t> push, uint32_t groups,
+               const std::vector<gpu::SpecValue>& spec = {}) {
+        const gpu::Pipeline& p = pipe(name, spec);
         std::vector<const gpu::Buffer*> b(bufs);
         gpu::Buffer* flag = nullptr;
         if (go::has_guard(build_)) {
@@ -419,20 +425,25 @@ PreparedAct prepared(const std::vector<float>& y) {
 
 // rms_norm_q8: the CPU's residual add and norm, then the quantization of the norm's output as
 // prepared() makes it, across several workgroups (a last one with a shorter span: 1056 and 4320
-// are not multiples of NORM_Q8_SPAN), and the residual stream the first workgroup writes.
+// are not multiples of NORM_Q8_SPAN), and the residual stream the first workgroup writes; then
+// each row length the forward pass compiles in, with its pipeline.
 void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
     std::vector<size_t> ns = full ? std::vector<size_t>{2048, 2560, 4096, 5120, 12288} : std::vector<size_t>{1056, 4320};
+    const size_t any_rows = ns.size();
+    for (uint32_t n : go::NORM_ROWS_COMPILED_IN) ns.push_back(n);
     const float eps = NORM_EPS;
     const uint32_t w_off = NORM_W_OFF;
-    for (size_t n : ns)
+    for (size_t i = 0; i < ns.size(); ++i)
         for (const char* kind : NORM_KINDS) {
+            const size_t n = ns[i];
+            const bool compiled_in = i >= any_rows;
             const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             const PreparedAct want = prepared(y);
             gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n),
                         *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
-                              go::norm_q8_groups(uint32_t(n)));
-            R.check("rms_norm_q8", "1×" + std::to_string(n) + " (" + kind + ")", ms,
+                              go::norm_q8_groups(uint32_t(n)), compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{});
+            R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + " (" + kind + ")", ms,
                     {{"q8", Runner::read(*bq, n), want.q8, Word::i32},
                      {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
                      {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
@@ -710,10 +721,12 @@ void verify_head_norm_rope(Runner& R, Rng& rng, bool full) {
         }
         gpu::Buffer *bqkv = R.upload(words_of(qkv)), *bw = R.upload(words_of(w)), *bst = R.upload(state), *bq = R.poisoned(NH * D),
                     *bk = R.poisoned(cache_words), *bv = R.poisoned(cache_words);
+        // A head size the forward pass compiles in runs with that pipeline.
+        const std::vector<gpu::SpecValue> spec = go::head_spec(uint32_t(D));
         double ms = R.run("head_norm_rope", {bqkv, bw, bst, bq, bk, bv},
-                          {uint32_t(D), uint32_t(NH), uint32_t(NKV), qn, kn, layer, uint32_t(n_ctx), fbits(eps)}, uint32_t(NH + NKV));
+                          {uint32_t(D), uint32_t(NH), uint32_t(NKV), qn, kn, layer, uint32_t(n_ctx), fbits(eps)}, uint32_t(NH + NKV), spec);
         // The whole cache: the token's words, and no word written elsewhere.
-        R.check("head_norm_rope", dims({NH + NKV, D}) + " position " + std::to_string(c.pos) + " (" + c.kind + ")", ms,
+        R.check("head_norm_rope", dims({NH + NKV, D}) + (spec.empty() ? "" : ", D compiled in") + " position " + std::to_string(c.pos) + " (" + c.kind + ")", ms,
                 {{"q", Runner::read(*bq, NH * D), words_of(q), Word::f32},
                  {"k_cache", Runner::read(*bk, cache_words), kc, Word::f16x2},
                  {"v_cache", Runner::read(*bv, cache_words), vc, Word::f16x2}});
@@ -791,16 +804,18 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         gpu::Buffer *bq = R.upload(words_of(q)), *bk = R.upload(pairs_of(k)), *bv = R.upload(pairs_of(v)), *bst = R.upload(state),
                     *bsc = R.poisoned(3 * NH * n_ctx);
         const std::vector<uint32_t> push{uint32_t(D), uint32_t(NH), uint32_t(group), layer, uint32_t(n_ctx), fbits(scale)};
-        const std::string shape = dims({NH, D}) + " over " + std::to_string(n_kv) + " (" + kind + ")";
+        // A head size the forward pass compiles in runs with that pipeline.
+        const std::vector<gpu::SpecValue> spec = go::head_spec(uint32_t(D));
+        const std::string shape = dims({NH, D}) + (spec.empty() ? "" : ", D compiled in") + " over " + std::to_string(n_kv) + " (" + kind + ")";
         if (!q8) {
             gpu::Buffer* bo = R.poisoned(NH * D);
-            double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo}, push, uint32_t(NH));
+            double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo}, push, uint32_t(NH), spec);
             R.check("attention", shape, ms, {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
         } else {
             const size_t n = NH * D;
             const PreparedAct want = prepared(out);
             gpu::Buffer *bt = R.poisoned(go::table_floats(n)), *bq8 = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, bt, bq8, bd, bh}, push, uint32_t(NH));
+            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, bt, bq8, bd, bh}, push, uint32_t(NH), spec);
             R.check("attention_q8", shape, ms,
                     {{"q8", Runner::read(*bq8, n), want.q8, Word::i32},
                      {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
