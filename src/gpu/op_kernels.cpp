@@ -351,6 +351,13 @@ F64 chunk_squares(U32 base, U32 n, U32 t, Arr<K::f32>& sx, const std::function<L
     return part.get();
 }
 
+// The row's length: the one compiled in (SPEC_NORM_VALUES: a constant once specialised, so the
+// pipeline keeps only the code for rows of one chunk), else the pushed one.
+U32 norm_row(U32 pushed) {
+    U32 compiled_in = spec_u32(SPEC_NORM_VALUES, 0);
+    return select(compiled_in != 0u, compiled_in * u32c(NORM_LOCAL), pushed);
+}
+
 // The ordered sum itself, chunk by chunk, in the workgroup arrays sx and cs.
 F64 sum_of_squares(U32 n, U32 t, Arr<K::f32>& sx, const ChainScratch& cs, const std::function<Loads(U32)>& load,
                    const std::function<F32(U32, const Loads&)>& value) {
@@ -452,7 +459,8 @@ std::vector<uint32_t> rms_norm(const Build& b) {
     auto y = buffer<K::f32>(3, false, "y");
     if (b.clock) clock_stamps(4);
     push_constants(4);
-    U32 n = push(0), w_off = push(1), residual = push(3);
+    U32 w_off = push(1), residual = push(3);
+    U32 n = norm_row(push(0));
     F32 eps = f32_bits(push(2));
     U32 t = local_id();
     stamp(0);
@@ -478,7 +486,8 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
                buffer<K::u32>(7, false, "f16")};
     if (b.clock) clock_stamps(8);
     push_constants(4);
-    U32 n = push(0), w_off = push(1), residual = push(3);
+    U32 w_off = push(1), residual = push(3);
+    U32 n = norm_row(push(0));
     F32 eps = f32_bits(push(2));
     U32 t = local_id(), g = group_id();
     U32 first = g * u32c(NORM_Q8_SPAN);

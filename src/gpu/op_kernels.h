@@ -57,9 +57,9 @@ inline shader::Bool expf_fused() { return shader::spec_bool(SPEC_EXPF_FUSED, tru
 // without one of the ids ignores it).
 std::vector<SpecValue> spec_values(const Build& b);
 // The norms' row length compiled in (rms_norm, rms_norm_q8, sum_squares): where SPEC_NORM_VALUES
-// is k > 0, every row the pipeline takes is NORM_INVOCATIONS·k values long (the push constant n
-// must say so), and each invocation's k values are loaded and made without a check or a branch
-// each (where 0, the default, any row: each value checked against n). The forward pass
+// is k > 0, every row the pipeline takes is NORM_INVOCATIONS·k values long (the pushed n is not
+// read), and each invocation's k values are loaded and made without a check or a branch each
+// (where 0, the default, any row: each value checked against n). The forward pass
 // specialises the rows of NORM_ROWS_COMPILED_IN, and the oracle checks each of them.
 inline constexpr uint32_t SPEC_NORM_VALUES = 1;
 inline constexpr uint32_t NORM_INVOCATIONS = 256;
@@ -67,7 +67,7 @@ inline constexpr uint32_t NORM_ROWS_COMPILED_IN[] = {256, 2048, 2560, 4096};
 // {SPEC_NORM_VALUES, n / NORM_INVOCATIONS} for a row of NORM_ROWS_COMPILED_IN, else none.
 std::vector<SpecValue> norm_spec(uint32_t n);
 // The head size compiled in (head_norm_rope, attention, attention_q8): where SPEC_HEAD_DIM is
-// nonzero it is D (the push constant must say the same), so that the loops over a head's values
+// nonzero it is D (the pushed D is not read), so that the loops over a head's values
 // have constant bounds and an attention invocation keeps only the outputs a head gives it (where
 // 0, the default, D from the push constant). The forward pass specialises the head sizes of
 // HEAD_DIMS_COMPILED_IN (every qwen3 model's), and the oracle checks them with that pipeline.
