@@ -128,6 +128,10 @@ TEST(gpu_op_rms_norm_q8_rows_compiled_in_are_checked) {
         CHECK_EQ(s[0].value, n / 256);
     }
     for (uint32_t n : {32u, 1056u, 3072u, 8192u}) CHECK(gpu::ops::norm_spec(n).empty());
+    // Each compiled-in row is a pipeline of its own in a cache keyed by name.
+    CHECK_EQ(gpu::ops::spec_suffix(gpu::ops::norm_spec(2048)), std::string("/1=8"));
+    CHECK_EQ(gpu::ops::spec_suffix({}), std::string(""));
+    CHECK_EQ(gpu::ops::spec_values(gpu::ops::Build{}, gpu::ops::norm_spec(4096)).size(), 2u);
     gpu::Gpu* g = test_gpu();
     model::VerifyOpsOptions o;
     o.only = "rms_norm_q8";

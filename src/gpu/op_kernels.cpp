@@ -391,7 +391,7 @@ std::vector<uint32_t> sum_squares(const Build& b) {
     auto x = buffer<K::f32>(0, true, "x");
     auto out = buffer<K::u32>(1, false, "sum");
     push_constants(1);
-    U32 n = push(0), t = local_id();
+    U32 n = norm_row(push(0)), t = local_id();
     auto sx = workgroup<K::f32>(NORM_CHUNK);
     ChainScratch cs = chain_scratch(NORM_LOCAL, NORM_CAP);
     F64 sum = sum_of_squares(n, t, sx, cs, [&](U32 at) { return Loads{x[at]}; }, [&](U32, const Loads& l) { return guard_load(l[0]); });
@@ -1293,6 +1293,16 @@ Build build_for(const Gpu& card, bool native_fma) {
 }
 
 std::vector<SpecValue> spec_values(const Build& b) { return {{SPEC_EXPF_FUSED, b.expf_fused ? 1u : 0u}}; }
+std::vector<SpecValue> spec_values(const Build& b, const std::vector<SpecValue>& shape) {
+    std::vector<SpecValue> v = spec_values(b);
+    v.insert(v.end(), shape.begin(), shape.end());
+    return v;
+}
+std::string spec_suffix(const std::vector<SpecValue>& shape) {
+    std::string s;
+    for (const SpecValue& v : shape) s += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
+    return s;
+}
 std::vector<SpecValue> head_spec(uint32_t D) {
     for (uint32_t d : HEAD_DIMS_COMPILED_IN)
         if (D == d) return {{SPEC_HEAD_DIM, D}};

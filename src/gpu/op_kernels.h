@@ -75,6 +75,10 @@ inline constexpr uint32_t SPEC_HEAD_DIM = 2;
 inline constexpr uint32_t HEAD_DIMS_COMPILED_IN[] = {128};
 // {SPEC_HEAD_DIM, D} for a head size of HEAD_DIMS_COMPILED_IN, else none.
 std::vector<SpecValue> head_spec(uint32_t D);
+// A pipeline's specialisation values: the build's, then a shape's (norm_spec, head_spec); and the
+// shape's as a suffix for a pipeline's name in a cache ("/1=8", "" for none).
+std::vector<SpecValue> spec_values(const Build& b, const std::vector<SpecValue>& shape);
+std::string spec_suffix(const std::vector<SpecValue>& shape);
 
 // The build a card may use: native Fma where it proved it, the host's expf variant, the float
 // controls wherever the card offers them, and its packed dot product and subgroup arithmetic.

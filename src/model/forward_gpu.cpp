@@ -180,15 +180,13 @@ struct GpuForward::Impl {
     // spec: specialisation values beyond the build's (a row length compiled in: go::norm_spec).
     const gpu::Pipeline& pipe(const std::string& n, const go::Build& with, const std::vector<gpu::SpecValue>& spec = {}) {
         // The Q1_0 products (made in the constructor) have one build; the op kernels a guarded one.
-        std::string key = n + (go::has_guard(with) ? "/guarded" : "");
-        for (const gpu::SpecValue& v : spec) key += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
+        const std::string key = n + (go::has_guard(with) ? "/guarded" : "") + go::spec_suffix(spec);
         auto it = pipes.find(key);
         if (it != pipes.end()) return it->second;
         if (it = pipes.find(n); it != pipes.end() && n.rfind("q1_0_", 0) == 0) return it->second;
         const go::OpKernel& k = go::op_kernel(n);
-        std::vector<gpu::SpecValue> values = go::spec_values(with);
-        values.insert(values.end(), spec.begin(), spec.end());
-        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4, values)).first->second;
+        return pipes.emplace(key, gpu.pipeline(k.build(with), go::bindings(k, with), k.push_words * 4, go::spec_values(with, spec)))
+            .first->second;
     }
     // Kernels the guarded token runs with the exact build all the same: those whose guard rises
     // often on ordinary data (",attention,"), so that a token seldom needs its exact replay. A

@@ -86,8 +86,7 @@ public:
     // The kernel's pipeline, built once, after checking the card can run it; spec: values beyond
     // the build's (a row length compiled in).
     const gpu::Pipeline& pipe(const std::string& name, const std::vector<gpu::SpecValue>& spec = {}) {
-        std::string key = name;
-        for (const gpu::SpecValue& v : spec) key += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
+        const std::string key = name + go::spec_suffix(spec);
         auto it = pipes_.find(key);
         if (it != pipes_.end()) return it->second;
         const go::OpKernel& k = go::op_kernel(name);
@@ -102,9 +101,7 @@ public:
         if (size_t need = workgroup_bytes(words); lim.max_shared_bytes < need)
             refuse("needs " + std::to_string(need) + " bytes of workgroup memory, the card offers " +
                    std::to_string(lim.max_shared_bytes));
-        std::vector<gpu::SpecValue> values = go::spec_values(build_);
-        values.insert(values.end(), spec.begin(), spec.end());
-        return pipes_.emplace(key, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4, values)).first->second;
+        return pipes_.emplace(key, gpu_.pipeline(words, go::bindings(k, build_), k.push_words * 4, go::spec_values(build_, spec))).first->second;
     }
 
     // A buffer holding `w` (at least one word), freed with the runner.
