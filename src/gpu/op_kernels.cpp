@@ -919,10 +919,9 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     push_constants(6);
     U32 NH = push(1), group = push(2), layer = push(3), n_ctx = push(4);
     U32 D = head_dim(push(0));
-    // The outputs an invocation walks: ATT_ELEMS for any head size, fewer where D is compiled in
-    // (a constant then: the pipeline drops the walks no head size of D has).
-    U32 compiled_in = spec_u32(SPEC_HEAD_DIM, 0);
-    U32 elems = select(compiled_in != 0u, (compiled_in + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL), u32c(ATT_ELEMS));
+    // The outputs an invocation walks (at most ATT_ELEMS): a constant where D is compiled in, so
+    // the pipeline drops the walks a head of D does not have.
+    U32 elems = (D + u32c(ATT_LOCAL - 1)) / u32c(ATT_LOCAL);
     F32 scale = f32_bits(push(5));
     U32 t = local_id(), hq = group_id();
     U32 kvh = hq / group;
