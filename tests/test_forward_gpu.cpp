@@ -150,28 +150,29 @@ TEST(forward_gpu_split_norm_gives_the_same_bits_with_a_dispatch_more_a_norm) {
 }
 
 namespace {
-// The tiny Q1_0 model's logits through the card equal the CPU's by default and with `var`=`value`
-// (a measuring switch), and the token then has `more(n_layer)` dispatches more (fewer: negative).
-void same_bits_with_switch(const char* var, const char* value, const std::function<long(long)>& more) {
-    auto cpu = open_model("q1_0", false);
+// The tiny model's (Q1_0 unless `type` says) logits through the card equal the CPU's by default
+// and with `var`=`value` (a measuring switch), and the token then has `more(n_layer)` dispatches
+// more (fewer: negative).
+void same_bits_with_switch(const char* var, const char* value, const std::function<long(long)>& more, const char* type = "q1_0") {
+    auto cpu = open_model(type, false);
     const auto p = prompt_of(4);
     const auto want = steps(*cpu, p, 5);
-    auto plain = open_model("q1_0", true);
+    auto plain = open_model(type, true);
     REQUIRE(plain->gpu_forward() != nullptr);
     CHECK(same_bytes(want, steps(*plain, p, 5)));
     bt::EnvScope sw(var, value);
-    auto card = open_model("q1_0", true);
+    auto card = open_model(type, true);
     REQUIRE(card->gpu_forward() != nullptr);
     CHECK(same_bytes(want, steps(*card, p, 5)));
     CHECK_EQ(long(card->gpu_forward()->dispatches()), long(plain->gpu_forward()->dispatches()) + more(long(cpu->hparams().n_layer)));
 }
 }  // namespace
 
-// A Q1_0 layer's gate and up products run as one dispatch with SwiGLU's output quantized in it
-// (swiglu_q1_0_q8); BANKML_GPU_SPLIT_SWIGLU=1 (measuring) records the stacked product, then
-// prep_act with SwiGLU on the way in: a dispatch more a layer, the same bits.
+// A Q1_0 or Q2_0 layer's gate and up products run as one dispatch with SwiGLU's output quantized
+// in it (swiglu_q1_0_q8, swiglu_q2_0_q8); BANKML_GPU_SPLIT_SWIGLU=1 (measuring) records the stacked
+// product, then prep_act with SwiGLU on the way in: a dispatch more a layer, the same bits.
 TEST(forward_gpu_split_swiglu_gives_the_same_bits_with_a_dispatch_more_a_layer) {
-    same_bits_with_switch("BANKML_GPU_SPLIT_SWIGLU", "1", [](long layers) { return layers; });
+    for (const char* type : {"q1_0", "q2_0"}) same_bits_with_switch("BANKML_GPU_SPLIT_SWIGLU", "1", [](long layers) { return layers; }, type);
 }
 
 // A model with small layers reads each layer product's weights into the card's L2 beside the step

@@ -170,13 +170,13 @@ TEST(gpu_op_head_dims_compiled_in_are_checked) {
         CHECK_GE(general, 2u);      // D = 32 and 256
     }
 }
-// The oracle checks every workgroup's blocks: a quant of the second workgroup's span (every row
-// the oracle has, the shortest compiled-in one of 256 included, has one) that differs refuses the
-// card.
+// The oracle checks every workgroup's blocks: a word of quants of the second workgroup's span
+// (every row the oracle has, the shortest compiled-in one of 256 included, has one; four quants a
+// word) that differs refuses the card.
 TEST(gpu_op_rms_norm_q8_refused_for_a_wrong_block_of_a_later_workgroup) {
     CHECK_EQ(gpu::ops::norm_q8_groups(256), 2u);
-    CHECK_EQ(200 / gpu::ops::NORM_Q8_SPAN, 1u);
-    refused("rms_norm_q8", 200);
+    CHECK_EQ(50 * 4 / gpu::ops::NORM_Q8_SPAN, 1u);
+    refused("rms_norm_q8", 50);
 }
 
 // rms_norm_q8 against the two dispatches it replaces, on the card: rms_norm (x in place) then
@@ -233,11 +233,11 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
             for (size_t i = 0; i < count; ++i) equal += a[i] == e[i];
             return CHECK_EQ(equal, upto) && std::equal(a.begin(), a.begin() + long(upto), e.begin());
         };
-        same(qq, rq, n, done);
+        same(qq, rq, n / 4, done / 4);
         same(qd, rd, blocks, done / 32);
         same(qt, rt, table, done / 32 * 128);
         same(qh, rh, n / 2, done / 2);
-        if (gs < groups) CHECK_EQ(words(qq, n)[n - 1], 0x7fbadbadu);
+        if (gs < groups) CHECK_EQ(words(qq, n / 4)[n / 4 - 1], 0x7fbadbadu);
     }
     CHECK(std::memcmp(live[rx].mapped, x.data(), n * 4) != 0);  // the residual was added
     for (gpu::Buffer& bb : live) g->free(bb);
@@ -252,6 +252,7 @@ TEST(gpu_op_prep_act_bit_exact) {
 }
 TEST(gpu_op_swiglu_q1_0_q8_bit_exact) { bit_exact("swiglu_q1_0_q8", {"random"}); }
 TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
+TEST(gpu_op_swiglu_q2_0_q8_bit_exact) { bit_exact("swiglu_q2_0_q8", {"random"}); }
 // A card without the packed 8-bit dot product sums a block's products in integer steps: the same
 // bits (the card under test may have the instruction: its build is forced to the steps here).
 // verify_ops of one kernel with build b: every case runs, every case bit-exact.
@@ -268,11 +269,12 @@ static void bit_exact_with(gpu::Gpu& g, const gpu::ops::Build& b, const char* ke
     REQUIRE(!checks.empty());
     for (const auto& c : checks) CHECK(c.bit_exact);
 }
-TEST(gpu_op_q2_0_mat_vec_bit_exact_without_the_dot_product) {
+TEST(gpu_op_q2_0_kernels_bit_exact_without_the_dot_product) {
     gpu::Gpu* g = test_gpu();
     gpu::ops::Build b = card_build(*g);
     b.int_dot = false;
     bit_exact_with(*g, b, "q2_0_mat_vec");
+    bit_exact_with(*g, b, "swiglu_q2_0_q8");
 }
 // The norms' workgroup sums: with the card's subgroup arithmetic (each subgroup reduced, one
 // partial a subgroup added in index order) and with the workgroup tree, both bit-exact on every
@@ -442,11 +444,12 @@ TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
 
 TEST(gpu_op_modules_pass_spirv_val) {
     auto mods = model::op_modules();
-    // Both Fma paths of every kernel, each plain, soft and guarded, the Q2_0 product with the
+    // Both Fma paths of every kernel, each plain, soft and guarded, the Q2_0 kernels with the
     // packed 8-bit dot product, and the norms with subgroup arithmetic.
-    const size_t n_sub = std::size(gpu::ops::SUBGROUP_KERNELS);
-    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size() + 1 + n_sub);
-    CHECK_EQ(mods[mods.size() - 1 - n_sub].first, "q2_0_mat_vec_int_dot.spv");
+    const size_t n_sub = std::size(gpu::ops::SUBGROUP_KERNELS), n_dot = std::size(gpu::ops::INT_DOT_KERNELS);
+    CHECK_EQ(mods.size(), 6 * gpu::ops::op_kernels().size() + n_dot + n_sub);
+    CHECK_EQ(mods[mods.size() - n_dot - n_sub].first, "q2_0_mat_vec_int_dot.spv");
+    CHECK_EQ(mods[mods.size() - 1 - n_sub].first, "swiglu_q2_0_q8_int_dot.spv");
     CHECK_EQ(mods[mods.size() - n_sub].first, "rms_norm_subgroup.spv");
     CHECK_EQ(mods.back().first, "head_norm_rope_subgroup.spv");
     CHECK_EQ(mods[0].first, "rms_norm.spv");

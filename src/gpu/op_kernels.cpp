@@ -243,11 +243,11 @@ I32 q8_quant(F32 x, F32 id) {
     return i32(c);
 }
 
-// Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (i32) and scales,
-// the f16 pairs.
+// Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (four to a word, in
+// order from the low byte) and scales, the f16 pairs.
 struct ActOut {
     Arr<K::f32> table;
-    Arr<K::i32> q8;
+    Arr<K::u32> q8;
     Arr<K::f32> d8;
     Arr<K::u32> h16;
 };
@@ -291,12 +291,12 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
             v[k] = ys[lc * 4u + k];
             q[k] = q8_quant(v[k], id);
         }
+        packed[r] = (as_u32(q[0]) & 0xffu) | ((as_u32(q[1]) & 0xffu) << 8u) | ((as_u32(q[2]) & 0xffu) << 16u) | (as_u32(q[3]) << 24u);
         if_(in[r], [&] {
-            for (uint32_t k = 0; k < 4; ++k) o.q8.set(lane * 4u + k, q[k]);
+            o.q8.set(lane, packed[r]);
             o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
             o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
         });
-        packed[r] = (as_u32(q[0]) & 0xffu) | ((as_u32(q[1]) & 0xffu) << 8u) | ((as_u32(q[2]) & 0xffu) << 16u) | (as_u32(q[3]) << 24u);
     }
     for (uint32_t r = 0; r < rounds; ++r) if_(in[r], [&] { qs.set(lls[r], packed[r]); });
     barrier();
@@ -482,7 +482,7 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
     auto x_out = buffer<K::f32>(3, false, "x_out");
-    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::i32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
                buffer<K::u32>(7, false, "f16")};
     if (b.clock) clock_stamps(8);
     push_constants(4);
@@ -577,7 +577,7 @@ std::vector<uint32_t> swiglu_q1_0_q8(const Build& b) {
         PlainF32 plain;  // the products' nonzero values are multiples of 2^-48, never subnormal
         r = kn::q1_0_rows8(b.fma == Fma::native ? kn::FmaPath::native : kn::FmaPath::exact, 2, SWIGLU_Q1_0_AHEAD);
     }
-    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::i32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
                buffer<K::u32>(7, false, "f16")};
     U32 t = local_id(), g = group_id();
     U32 n_ff = r->rows >> 1u;
@@ -609,7 +609,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
     Shader s(128, true, b.fma, b.float_modes);
     auto x = buffer<K::f32>(0, true, "x");
     auto table = buffer<K::f32>(1, false, "lane_products");
-    auto q8 = buffer<K::i32>(2, false, "q8");
+    auto q8 = buffer<K::u32>(2, false, "q8");
     auto d8 = buffer<K::f32>(3, false, "d8");
     auto h16 = buffer<K::u32>(4, false, "f16");
     push_constants(3);
@@ -636,17 +636,18 @@ std::vector<uint32_t> prep_act(const Build& b) {
     });
     barrier();
     F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
-    if_(t < 32u, [&] {
-        I32 q = q8_quant(sx[t], id);
-        sq.set(t, q);
-        q8.set(blk * 32u + t, q);
-    });
+    if_(t < 32u, [&] { sq.set(t, q8_quant(sx[t], id)); });
     if_(t < 16u, [&] {
         U32 lo16 = f16_bits(sx[t * 2u]), hi16 = f16_bits(sx[t * 2u + 1u]);
         h16.set(blk * 16u + t, lo16 | (hi16 << 16u));
     });
     if_(t == 0u, [&] { d8.set(blk, d1); });
     barrier();
+    if_(t < 8u, [&] {
+        U32 w = u32c(0);
+        for (uint32_t k = 0; k < 4; ++k) w = w | ((as_u32(sq[t * 4u + u32c(k)]) & 0xffu) << u32c(8 * k));
+        q8.set(blk * 8u + t, w);
+    });
     // Lane l (quants 4l..4l+3), pattern nib: + where the bit is set, the i8 negation otherwise.
     U32 l = t >> 4u, nib = t & 15u;
     auto sum = var(i32c(0));
@@ -662,74 +663,142 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // ---------------------------------------------------------------- q2_0_mat_vec
 
 // ggml_vec_dot_q2_0_q8_0: per block sumi = (0 + d1a·sa) + d1b·sb, then sumf += d0·sumi in block
-// order. The per-block products are independent: 32 invocations per row compute them, one adds
-// them in order.
-constexpr uint32_t Q2_MAX_BLOCKS = Q2_0_MAX_COLS / 64;
+// order. The per-block products are independent: `lanes` invocations per row compute them (lane l
+// blocks l, l + lanes, ...), each row's products of a chunk of blocks go into workgroup memory,
+// and invocation r of the workgroup adds row slot r's in block order, so that the workgroup's
+// serial sums run side by side in one subgroup.
+//
+// A block's integer sums: code word m (pack_q2_0) holds at bits 8g + 2j the code of value
+// 16m + 4j + g, so (word >> 2j) & 0x03030303 has in byte g the code whose quant is byte g of the
+// activation's word 4m + j (quants four to a word, in order). Each byte c becomes the signed byte
+// c - 1 without a borrow between bytes ((c | 0x80) - 1, then ^ 0x80), and the packed 8-bit dot
+// product sums four products at once; the integer sum of 32 products is exact in any order.
+constexpr uint32_t Q2_CHUNK = 64;  // blocks of a row whose products a workgroup holds at once
+constexpr uint32_t Q2_AHEAD = 2;   // blocks an invocation loads before the first of them is used
+constexpr uint32_t Q2_SUM_AHEAD = 4;  // products the serial sum loads at a time
+
+struct Q2Weights {
+    Arr<K::u32> scales;  // f16 pairs
+    Arr<K::u4> codes;    // one block's 16 bytes
+    Arr<K::u4> q8;       // 16 quants
+    Arr<K::f32> d8;
+};
+
+// The sums of rows[p] (p < rows.size(), this invocation's rows, lane `lane` of `lanes`) for the
+// invocations t < slots (row slot t's sums); every invocation calls it.
+std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32 blocks, U32 t, U32 lane, U32 slot,
+                           uint32_t lanes, uint32_t slots) {
+    const size_t P = rows.size();
+    std::vector<Arr<K::f32>> prod;                         // (block of the chunk, row slot)
+    std::vector<Var<K::f32>> sumf;
+    for (size_t p = 0; p < P; ++p) prod.push_back(workgroup<K::f32>(Q2_CHUNK * slots)), sumf.push_back(var(f32c(0.0f)));
+    for_(u32c(0), blocks, u32c(Q2_CHUNK), [&](U32 cb) {
+        U32 end = select(blocks - cb < u32c(Q2_CHUNK), blocks, cb + Q2_CHUNK);
+        for_(cb + lane, end, u32c(lanes * Q2_AHEAD), [&](U32 b0) {
+            std::vector<U32> blk(Q2_AHEAD);
+            std::vector<std::vector<U32>> sw(Q2_AHEAD, std::vector<U32>(P));
+            std::vector<std::vector<UVec4>> cw(Q2_AHEAD, std::vector<UVec4>(P));
+            for (uint32_t a = 0; a < Q2_AHEAD; ++a) {  // past the chunk, b0's block again (not stored)
+                blk[a] = b0 + a * lanes;
+                U32 bc = select(blk[a] < end, blk[a], b0);
+                for (size_t p = 0; p < P; ++p) {
+                    U32 wb = rows[p] * blocks + bc;
+                    cw[a][p] = w.codes[wb];
+                    sw[a][p] = w.scales[wb >> 1u] >> ((wb & 1u) << 4u);
+                }
+            }
+            for (uint32_t a = 0; a < Q2_AHEAD; ++a) {
+                if_(blk[a] < end, [&] {
+                    std::vector<UVec4> x(4);
+                    for (uint32_t m = 0; m < 4; ++m) x[m] = w.q8[blk[a] * 4u + u32c(m)];
+                    F32 d1[2] = {w.d8[blk[a] * 2u], w.d8[blk[a] * 2u + 1u]};
+                    for (size_t p = 0; p < P; ++p) {
+                        auto sumi = var(f32c(0.0f));
+                        for (uint32_t k = 0; k < 2; ++k) {
+                            I32 si = i32c(0);
+                            for (uint32_t m = 2 * k; m < 2 * k + 2; ++m) {
+                                U32 word = comp(cw[a][p], m);
+                                for (uint32_t j = 0; j < 4; ++j) {
+                                    U32 c = (j == 0 ? word : word >> u32c(2 * j)) & 0x03030303u;
+                                    si = si + dot4_i8(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u, comp(x[m], j));
+                                }
+                            }
+                            sumi = sumi.get() + d1[k] * f32(si);
+                        }
+                        prod[p].set((blk[a] - cb) * slots + slot, f16_value(sw[a][p]) * sumi.get());
+                    }
+                });
+            }
+        });
+        barrier();
+        // A sum starts at +0 and never becomes -0 (x + y is -0 only when both are), so adding +0
+        // leaves it as it is: the products past the chunk's end, loaded with the others, count as +0.
+        if_(t < slots, [&] {
+            for_(u32c(0), end - cb, u32c(Q2_SUM_AHEAD), [&](U32 i) {
+                for (size_t p = 0; p < P; ++p) {
+                    std::vector<F32> v(Q2_SUM_AHEAD);
+                    for (uint32_t k = 0; k < Q2_SUM_AHEAD; ++k) v[k] = prod[p][(i + k) * slots + t];
+                    F32 s = sumf[p].get();
+                    for (uint32_t k = 0; k < Q2_SUM_AHEAD; ++k) s = s + (k == 0 ? v[k] : select(i + k < end - cb, v[k], f32c(0.0f)));
+                    sumf[p] = s;
+                }
+            });
+        });
+        barrier();
+    });
+    std::vector<F32> out;
+    for (size_t p = 0; p < P; ++p) out.push_back(sumf[p].get());
+    return out;
+}
+
+Q2Weights q2_weights() {
+    return {buffer<K::u32>(0, true, "scales"), buffer<K::u4>(1, true, "codes"), buffer<K::u4>(2, true, "q8"), buffer<K::f32>(3, true, "d8")};
+}
 
 std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
-    Shader s(256, false, b.fma, b.float_modes);
+    Shader s(kn::KERNEL_INVOCATIONS, false, b.fma, b.float_modes);
     s.int_dot = b.int_dot;
-    auto scales = buffer<K::u32>(0, true, "scales");
-    auto codes = buffer<K::u2>(1, true, "codes");  // a block's 16 bytes as two pairs of words
-    auto q8 = buffer<K::i32>(2, true, "q8");
-    auto d8 = buffer<K::f32>(3, true, "d8");
+    Q2Weights w = q2_weights();
     auto out = buffer<K::f32>(4, false, "out");
     push_constants(2);
     U32 rows = push(0), blocks = push(1);
     U32 t = local_id();
-    U32 slot = t >> 5u, lane = t & 31u;
-    U32 row_raw = group_id() * 8u + slot;
-    Bool live = row_raw < rows;
-    U32 row = select(live, row_raw, u32c(0));
-    // The activation's quants four to a word in workgroup memory, each block's 16 words at a
-    // stride of 17: the 32 lanes read 32 different blocks at once, from 32 different banks.
-    auto qs = workgroup<K::u32>(Q2_MAX_BLOCKS * 17);
-    for_(t, blocks * 16u, u32c(256), [&](U32 w) {
-        U32 at = w * 4u;
-        U32 p = (as_u32(q8[at]) & 0xffu) | ((as_u32(q8[at + 1u]) & 0xffu) << 8u) | ((as_u32(q8[at + 2u]) & 0xffu) << 16u) |
-                (as_u32(q8[at + 3u]) << 24u);
-        qs.set((w >> 4u) * 17u + (w & 15u), p);
-    });
-    // Four codes (a byte of a code word) to their four weights code - 1 as signed bytes.
-    auto weights = workgroup<K::u32>(256);
+    U32 slot = t / Q2_0_LANES, lane = t % Q2_0_LANES;
+    U32 first_row = group_id() * Q2_0_ROWS;
+    U32 row_raw = first_row + slot;
+    U32 row = select(row_raw < rows, row_raw, u32c(0));
+    F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, Q2_0_LANES, Q2_0_ROWS)[0];
+    if_(t < Q2_0_ROWS && first_row + t < rows, [&] { out.set(first_row + t, sum); });
+    return s.finish();
+}
+
+// ---------------------------------------------------------------- swiglu_q2_0_q8
+
+// A Q2_0 layer's gate and up products with SwiGLU's output going straight into prep_act's outputs,
+// as swiglu_q1_0_q8 does for Q1_0: the matrix stacked by stack_gate_up (gate rows 32g.., then up
+// rows 32g..), workgroup g's invocations 8 lanes each of a gate row and its up row (one activation
+// load serves both), so that it holds the sums of outputs 32g..32g+31: h = silu(g)·u, one Q8_0
+// block, quantized as prep_act quantizes it.
+std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
+    Shader s(kn::KERNEL_INVOCATIONS, true, b.fma, b.float_modes);
+    s.int_dot = b.int_dot;
+    Q2Weights w = q2_weights();
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8_out"), buffer<K::f32>(6, false, "d8_out"),
+               buffer<K::u32>(7, false, "f16")};
+    push_constants(2);
+    U32 blocks = push(1);
+    U32 t = local_id(), g = group_id();
+    U32 slot = t / SWIGLU_Q2_0_LANES, lane = t % SWIGLU_Q2_0_LANES;
+    auto ys = workgroup<K::f32>(32);
+    std::vector<F32> gu = q2_0_sums(w, {g * 64u + slot, g * 64u + 32u + slot}, blocks, t, lane, slot, SWIGLU_Q2_0_LANES, 32);
     {
-        U32 w = u32c(0);
-        for (uint32_t j = 0; j < 4; ++j) w = w | ((as_u32(as_i32(bit_field(t, 2 * j, 2)) - i32c(1)) & 0xffu) << u32c(8 * j));
-        weights.set(t, w);
+        GuardSite site("swiglu");
+        if_(t < 32u, [&] { ys.set(t, swiglu_one(gu[0], gu[1])); });
     }
     barrier();
-    auto prod = workgroup<K::f32>(256);
-    auto sumf = var(f32c(0.0f));
-    for_(u32c(0), blocks, u32c(32), [&](U32 base) {
-        U32 blk = base + lane;
-        if_(blk < blocks, [&] {
-            U32 wb = row * blocks + blk;
-            F32 d0 = f16_value(scales[wb]);
-            auto sumi = var(f32c(0.0f));
-            for (uint32_t k = 0; k < 2; ++k) {
-                // The integer sum of 32 products is exact in any order.
-                UVec2 cw = codes[wb * 2u + u32c(k)];
-                I32 si = i32c(0);
-                for (uint32_t wd = 0; wd < 2; ++wd) {
-                    U32 word = wd == 0 ? lo(cw) : hi(cw);
-                    for (uint32_t g = 0; g < 4; ++g) {
-                        U32 qw = qs[blk * 17u + u32c(k * 8 + wd * 4 + g)];
-                        si = si + dot4_i8(weights[bit_field(word, 8 * g, 8)], qw);
-                    }
-                }
-                F32 d1 = d8[blk * 2u + u32c(k)];
-                sumi = sumi.get() + d1 * f32(si);
-            }
-            prod.set(t, d0 * sumi.get());
-        });
-        barrier();
-        if_(lane == 0u, [&] {
-            U32 len = select(blocks - base < u32c(32), blocks - base, u32c(32));
-            for_(u32c(0), len, [&](U32 i) { sumf = sumf.get() + prod[slot * 32u + i]; });
-        });
-        barrier();
-    });
-    if_(live && lane == 0u, [&] { out.set(row_raw, sumf.get()); });
+    GuardSite site("swiglu quantization");
+    auto sd = workgroup<K::f32>(1), sid = workgroup<K::f32>(1);
+    quantize_lanes(ys, u32c(8), g * 8u, t, kn::KERNEL_INVOCATIONS, 8, act, sd, sid);
     return s.finish();
 }
 
@@ -912,7 +981,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     auto scratch = buffer<K::f32>(4, false, "scratch");
     std::optional<Arr<K::f32>> out;
     std::optional<ActOut> act;
-    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::i32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
+    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::u32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
                          buffer<K::u32>(8, false, "f16")};
     else out = buffer<K::f32>(5, false, "out");
     if (b.clock && q8) clock_stamps(9);
@@ -1247,8 +1316,9 @@ std::vector<uint32_t> embed_q1_0(const Build& b) {
     });
 }
 
-// Q2_0 as pack_q2_0 lays it out: block `blk` (row-major) has its f16 scale in word blk of a and
-// its 16 bytes of codes in words 4·blk.. of b, value j (0..63) at bits 2j%32 of word 4·blk + j/16.
+// Q2_0 as pack_q2_0 lays it out: block `blk` (row-major) has its f16 scale in half blk % 2 of word
+// blk / 2 of a and its codes in words 4·blk.. of b, value j (0..63) in word 4·blk + j/16 at bits
+// 8g + 2i where j % 16 = 4i + g.
 // Code q gives float(q - 1)·d, whose bits follow from d's: 0·d is the zero of d's sign (x86's
 // default NaN, 0xffc00000, for an infinite d), -1·d is d with its sign flipped, 2·d is d with its
 // exponent one higher (d is an f16's value: no overflow, never subnormal), and a NaN d comes back
@@ -1256,8 +1326,8 @@ std::vector<uint32_t> embed_q1_0(const Build& b) {
 std::vector<uint32_t> embed_q2_0(const Build& b) {
     return embed_kernel(b, [](const Words& scales, const Words& codes, U32, U32 token, U32 n, U32 i) {
         U32 blk = token * (n >> 6u) + (i >> 6u), j = i & 63u;
-        U32 d = f16_widen_bits(scales[blk]);
-        U32 q = (codes[(blk << 2u) + (j >> 4u)] >> ((j & 15u) << 1u)) & 3u;
+        U32 d = f16_widen_bits(scales[blk >> 1u] >> ((blk & 1u) << 4u));
+        U32 q = (codes[(blk << 2u) + (j >> 4u)] >> (((j & 3u) << 3u) + (((j >> 2u) & 3u) << 1u))) & 3u;
         U32 mag = d & 0x7fffffffu;
         Bool inf = mag == 0x7f800000u;
         U32 zero = select(inf, u32c(0xffc00000u), d & 0x80000000u);
@@ -1347,6 +1417,7 @@ const std::vector<OpKernel>& op_kernels() {
         {"prep_act", 5, 3, 128, prep_act},
         {"swiglu_q1_0_q8", 8, 2, kn::KERNEL_INVOCATIONS, swiglu_q1_0_q8},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
+        {"swiglu_q2_0_q8", 8, 2, kn::KERNEL_INVOCATIONS, swiglu_q2_0_q8},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
         {"attention", 6, 6, ATT_LOCAL, attention},
@@ -1377,12 +1448,16 @@ PackedQ2_0 pack_q2_0(const uint8_t* w, size_t rows, size_t n) {
     if (n % quant::QK2_0) throw Error("pack_q2_0: row length " + std::to_string(n) + " is not a multiple of 64");
     const size_t nb = n / quant::QK2_0;
     PackedQ2_0 p;
-    p.scales.resize(rows * nb);
-    p.codes.resize(rows * nb * 4);
+    p.scales.assign((rows * nb + 1) / 2, 0);
+    p.codes.assign(rows * nb * 4, 0);
     for (size_t b = 0; b < rows * nb; ++b) {
         const uint8_t* blk = w + b * sizeof(quant::BlockQ2_0);
-        p.scales[b] = uint32_t(blk[0] | blk[1] << 8);
-        std::memcpy(&p.codes[b * 4], blk + 2, 16);
+        p.scales[b / 2] |= uint32_t(blk[0] | blk[1] << 8) << (16 * (b % 2));
+        for (size_t v = 0; v < 64; ++v) {
+            const uint32_t code = (blk[2 + v / 4] >> (2 * (v % 4))) & 3u;
+            const size_t m = v / 16, j = (v % 16) / 4, g = v % 4;
+            p.codes[b * 4 + m] |= code << (8 * g + 2 * j);
+        }
     }
     return p;
 }

@@ -43,7 +43,7 @@ struct Build {
     bool expf_fused = true;
     uint32_t float_modes = 0;
     bool clock = false;  // measuring: kernels with `stamps` take a clock-stamps buffer (shader::stamp)
-    bool int_dot = false;  // the card's packed 8-bit dot product (q2_0_mat_vec's block sums)
+    bool int_dot = false;  // the card's packed 8-bit dot product (the Q2_0 kernels' block sums)
     // The card's subgroup arithmetic (the norms' unordered workgroup sums reduce each subgroup
     // first, then add one partial a subgroup; else a tree in workgroup memory).
     bool subgroup = false;
@@ -98,7 +98,7 @@ struct OpKernel {
 // add + x there where residual is 1, x where it is 0), then prep_act's outputs of y: table (4),
 // quants (5), scales (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n) workgroups, n a
 // multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
-// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants as i32 (2), Q8_0 scales widened (3),
+// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants four to a word (2), Q8_0 scales widened (3),
 // f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
 // swiglu_q1_0_q8: a Q1_0 layer's gate and up products, then SwiGLU's output into prep_act's outputs:
@@ -106,8 +106,13 @@ struct OpKernel {
 // q1_0_mat_vec8), then table (4), quants (5), scales (6), f16 pairs (7) of the output; push: rows
 // (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
 // workgroups, n_ff a multiple of 32.
-// q2_0_mat_vec: scales (0, f16 per word), codes (1, 4 words a block), quants (2), scales (3),
-// out (4); push: rows, blocks. 8 rows per workgroup.
+// q2_0_mat_vec: weights as pack_q2_0 lays them out (0: scales, 1: codes), the activation's Q8_0
+// quants four to a word (2) and scales (3), out (4); push: rows, blocks.
+// q2_0_groups(rows) workgroups of Q2_0_ROWS rows, Q2_0_LANES invocations a row.
+// swiglu_q2_0_q8: swiglu_q1_0_q8 for a Q2_0 layer: weights as pack_q2_0 lays out the matrix
+// stack_gate_up stacks (0, 1), the input's quants (2) and scales (3), then prep_act's outputs: table
+// (4), quants (5), scales (6), f16 pairs (7); push: rows (2·n_ff), blocks.
+// swiglu_q1_0_groups(n_ff) workgroups, n_ff a multiple of 32.
 // f16_mat_vec: weights (0, f16 pairs), activation (1, f16 pairs), out (2); push: rows, n.
 // head_norm_rope: qkv (0), norm weights (1), state (2), q out (3), k cache (4), v cache (5);
 // push: D, NH, NKV, q_norm off, k_norm off, cache layer offset (words), n_ctx, eps bits.
@@ -135,9 +140,14 @@ inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 
 // The gate and up matrices' rows (row_bytes each, n_ff rows each) in swiglu_q1_0_q8's order: for
 // each b, gate rows 32b..32b+31, then up rows 32b..32b+31.
 std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes);
-// The longest Q2_0 row q2_0_mat_vec takes (its activation's quants sit in workgroup memory).
+// The longest Q2_0 row the forward pass gives q2_0_mat_vec (the bound of the card's tests).
 inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
+inline constexpr uint32_t Q2_0_LANES = 32, Q2_0_ROWS = 256 / Q2_0_LANES;
+inline constexpr uint32_t SWIGLU_Q2_0_LANES = 8;
+inline uint32_t q2_0_groups(size_t rows) { return uint32_t((rows + Q2_0_ROWS - 1) / Q2_0_ROWS); }
 const std::vector<OpKernel>& op_kernels();
+// The kernels whose code changes with Build::int_dot (the Q2_0 products' block sums).
+inline constexpr const char* INT_DOT_KERNELS[] = {"q2_0_mat_vec", "swiglu_q2_0_q8"};
 // The kernels whose code changes with Build::subgroup (the norms' workgroup sums).
 inline constexpr const char* SUBGROUP_KERNELS[] = {"rms_norm", "rms_norm_q8", "head_norm_rope"};
 const OpKernel& op_kernel(const std::string& name);
@@ -156,9 +166,13 @@ inline uint32_t bindings(const OpKernel& k, const Build& b) { return k.bindings 
 // the Q1_0 kernels, zero past n: kernels.h, binding 3).
 size_t table_floats(size_t n);
 
-// Q2_0 weights for q2_0_mat_vec: rows × n/64 blocks of the GGUF's row-major bytes.
+// Q2_0 weights for q2_0_mat_vec and embed_q2_0: rows × n/64 blocks, (row, block) row-major as in
+// the GGUF, each block's scale and codes apart. Word m of a block's four holds its values
+// 16m..16m+15, value 16m + 4j + g's code at bits 8g + 2j (the GGUF has it at bits 8j + 2g): then a
+// mask of the word shifted by 2j puts four codes in the bytes of the activation's word of quants
+// 16m + 4j.. (q2_0_mat_vec).
 struct PackedQ2_0 {
-    std::vector<uint32_t> scales;  // one f16 per word, (row, block) row-major
+    std::vector<uint32_t> scales;  // two f16 a word, block b in half b % 2 of word b / 2
     std::vector<uint32_t> codes;   // four words per block
 };
 PackedQ2_0 pack_q2_0(const uint8_t* w, size_t rows, size_t n);

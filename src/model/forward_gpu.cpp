@@ -32,7 +32,7 @@ struct CardMatrix {
     gguf::Type type = gguf::Type::F32;
     size_t rows = 0, cols = 0;
     gpu::Buffer a, b;  // Q1_0: scales, bits; Q2_0: scales, codes; F16: the rows (b unused)
-    bool gate_up = false;  // Q1_0 gate and up rows in swiglu_q1_0_q8's order (gpu::ops::stack_gate_up)
+    bool gate_up = false;  // gate and up rows in swiglu_q1_0_q8's / swiglu_q2_0_q8's order (gpu::ops::stack_gate_up)
     // The card buffers holding it (b is a's copy where one buffer holds the matrix).
     std::vector<const gpu::Buffer*> buffers() const { return b.id == a.id ? std::vector{&a} : std::vector{&a, &b}; }
 };
@@ -109,7 +109,8 @@ struct GpuForward::Impl {
     gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer table2;   // [table_floats(n_ff)] those of SwiGLU's output (swiglu_q1_0_q8)
-    gpu::Buffer q8, d8;   // its Q8_0 quants (i32) and widened scales
+    gpu::Buffer q8, d8;   // its Q8_0 quants (four to a word) and widened scales
+    gpu::Buffer q8h, d8h; // [n_ff / 4], [n_ff / 32] those of SwiGLU's output (swiglu_q2_0_q8)
     gpu::Buffer act16;    // its f16 rounding, two to a word
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
     gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
@@ -224,7 +225,7 @@ struct GpuForward::Impl {
         return b;
     }
 
-    // gate_up (a gate and an up matrix): Q1_0 ones go in swiglu_q1_0_q8's row order.
+    // gate_up (a gate and an up matrix): Q1_0 and Q2_0 ones go in their swiglu kernel's row order.
     CardMatrix upload(std::initializer_list<const Matrix*> parts, bool gate_up = false) {
         const Matrix& first = **parts.begin();
         CardMatrix c;
@@ -239,7 +240,7 @@ struct GpuForward::Impl {
             throw Error("a Q2_0 row of " + std::to_string(c.cols) + " values (the card's Q2_0 product takes at most " +
                         std::to_string(go::Q2_0_MAX_COLS) + ")");
         std::vector<uint8_t> raw;
-        c.gate_up = gate_up && c.type == quant::Type::Q1_0 && parts.size() == 2 && first.rows % 32 == 0 &&
+        c.gate_up = gate_up && (c.type == quant::Type::Q1_0 || c.type == quant::Type::Q2_0) && parts.size() == 2 && first.rows % 32 == 0 &&
                     (*(parts.begin() + 1))->rows == first.rows;
         if (c.gate_up) {
             raw = go::stack_gate_up(first.data, (*(parts.begin() + 1))->data, (size_t)first.rows, first.row_bytes);
@@ -254,31 +255,39 @@ struct GpuForward::Impl {
         return c;
     }
 
-    // The product of a card matrix with the prepared input, into out (a Q1_0 product reads its
-    // lane-product table from `lanes`: table, or table2 after swiglu_q1_0_q8).
-    gpu::Step product(const CardMatrix& w, const gpu::Buffer& out, const gpu::Buffer* lanes = nullptr) {
+    // The product of a card matrix with the prepared input, into out: with `swiglu`, the input a
+    // swiglu kernel prepared (a Q1_0 product's lane-product table in table2, a Q2_0 one's quants
+    // and scales in q8h, d8h).
+    gpu::Step product(const CardMatrix& w, const gpu::Buffer& out, bool swiglu = false) {
         const uint32_t rows = (uint32_t)w.rows, cols = (uint32_t)w.cols;
         const std::string k = card_type(w.type).kernel;
         if (k.empty()) {  // Q1_0: the Q8_0 scales and the lane-product table
             const uint32_t per = kn::mat_vec8_per(w.rows);
             const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
-            return {&pipe(n), {&w.a, &w.b, &d8, lanes ? lanes : &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
+            return {&pipe(n), {&w.a, &w.b, &d8, swiglu ? &table2 : &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
         }
-        if (k == "q2_0_mat_vec") return op(k, {&w.a, &w.b, &q8, &d8, &out}, {rows, cols / 64}, (rows + 7) / 8);
+        if (k == "q2_0_mat_vec")
+            return op(k, {&w.a, &w.b, swiglu ? &q8h : &q8, swiglu ? &d8h : &d8, &out}, {rows, cols / 64}, go::q2_0_groups(rows));
         return op(k, {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);  // f16_mat_vec: the f16 activation
     }
     // The gate and up products and SwiGLU's output prepared for the down product: one dispatch for
-    // Q1_0 (its table into table2: the product still reads table), else the product into gu, then
-    // prep_act. Returns the table the down product reads.
-    const gpu::Buffer* gate_up(std::vector<gpu::Step>& s, const CardMatrix& w) {
+    // Q1_0 (its table into table2: the product still reads table) and Q2_0 (its quants and scales
+    // into q8h, d8h: the product still reads q8, d8), else the product into gu, then prep_act.
+    // Returns whether the down product reads a swiglu kernel's output (product's `swiglu`).
+    bool gate_up(std::vector<gpu::Step>& s, const CardMatrix& w) {
+        const uint32_t rows = (uint32_t)w.rows, n_ff = rows / 2;
         if (!w.gate_up) {
             s.push_back(product(w, gu));
-            s.push_back(prep(gu, w.rows / 2, true));  // SwiGLU on the way in
-            return &table;
+            s.push_back(prep(gu, n_ff, true));  // SwiGLU on the way in
+            return false;
         }
-        s.push_back(op("swiglu_q1_0_q8", {&w.a, &w.b, &table, &table, &table2, &q8, &d8, &act16}, {(uint32_t)w.rows, (uint32_t)(w.cols / 128)},
-                       go::swiglu_q1_0_groups(w.rows / 2)));
-        return &table2;
+        if (w.type == quant::Type::Q2_0)
+            s.push_back(op("swiglu_q2_0_q8", {&w.a, &w.b, &q8, &d8, &table2, &q8h, &d8h, &act16}, {rows, (uint32_t)(w.cols / 64)},
+                           go::swiglu_q1_0_groups(n_ff)));
+        else
+            s.push_back(op("swiglu_q1_0_q8", {&w.a, &w.b, &table, &table, &table2, &q8, &d8, &act16}, {rows, (uint32_t)(w.cols / 128)},
+                           go::swiglu_q1_0_groups(n_ff)));
+        return true;
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
         return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
@@ -372,8 +381,8 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     };
     struct Offs { uint32_t attn, ffn, qn, kn; };
     std::vector<Offs> offs(L);
-    // BANKML_GPU_SPLIT_SWIGLU=1 (measuring only): a Q1_0 layer's gate and up products, then
-    // prep_act, the two dispatches swiglu_q1_0_q8 makes one.
+    // BANKML_GPU_SPLIT_SWIGLU=1 (measuring only): a Q1_0 or Q2_0 layer's gate and up products, then
+    // prep_act, the two dispatches swiglu_q1_0_q8 (swiglu_q2_0_q8) makes one.
     const char* split_sw = std::getenv("BANKML_GPU_SPLIT_SWIGLU");
     const bool split_swiglu = split_sw && std::string(split_sw) == "1";
     for (size_t l = 0; l < L; ++l) {
@@ -406,8 +415,10 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.xn = zeroed(E);
     d.table = zeroed(go::table_floats(widest));
     d.table2 = zeroed(go::table_floats(FF));
-    d.q8 = zeroed(widest);
+    d.q8 = zeroed(widest / 4);
     d.d8 = zeroed(widest / 32);
+    d.q8h = zeroed(FF / 4);
+    d.d8h = zeroed(FF / 32);
     d.act16 = zeroed(widest / 2);
     d.qkv = zeroed(NQ + 2 * NKV * D);
     d.q = zeroed(NQ);
@@ -464,9 +475,9 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);
         d.warm_l2(s, d.gu_w[l]);
-        const gpu::Buffer* h = d.gate_up(s, d.gu_w[l]);
+        const bool swiglu = d.gate_up(s, d.gu_w[l]);
         d.warm_l2(s, d.down_w[l]);
-        s.push_back(d.product(d.down_w[l], d.o, h));
+        s.push_back(d.product(d.down_w[l], d.o, swiglu));
     }
     d.norm_prep(s, out_norm, true);
     s.push_back(d.product(d.out_w, d.logits));

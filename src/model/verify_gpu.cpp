@@ -49,11 +49,12 @@ std::vector<uint32_t> pairs_of(const std::vector<uint16_t>& h) {
 }
 
 // What the card's words are, for the message that names a difference.
-enum class Word { f32, i32, f16x2 };
+enum class Word { f32, i32, f16x2, i8x4 };
 std::string show(uint32_t w, Word k) {
     char b[96];
     if (k == Word::f32) std::snprintf(b, sizeof b, "0x%08x (%.9g)", w, double(bitsf(w)));
     else if (k == Word::i32) std::snprintf(b, sizeof b, "%d", int32_t(w));
+    else if (k == Word::i8x4) std::snprintf(b, sizeof b, "0x%08x (%d, %d, %d, %d)", w, int8_t(w), int8_t(w >> 8), int8_t(w >> 16), int8_t(w >> 24));
     else std::snprintf(b, sizeof b, "0x%08x (f16 %.6g, %.6g)", w, double(f16_to_f32(uint16_t(w))), double(f16_to_f32(uint16_t(w >> 16))));
     return b;
 }
@@ -395,7 +396,14 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
         }
 }
 
-// The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (as i32 words), scales,
+// Q8_0 quants four to a word, in order from the low byte (prep_act's q8), of n values.
+std::vector<uint32_t> quants_packed(const std::vector<quant::BlockQ8_0>& q8, size_t n) {
+    std::vector<uint32_t> w(n / 4, 0);
+    for (size_t i = 0; i < n; ++i) w[i / 4] |= uint32_t(uint8_t(q8[i / 32].qs[i % 32])) << (8 * (i % 4));
+    return w;
+}
+
+// The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (four to a word), scales,
 // the Q1_0 lane-product table, and the f16 pairs. n is a multiple of 32 (the blocks past n up to a
 // multiple of 128, which pack_act needs, are made of zeros and left out).
 struct PreparedAct {
@@ -411,8 +419,7 @@ PreparedAct prepared(const std::vector<float>& y) {
     gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, padded);
     PreparedAct p;
     p.table = words_of(std::vector<float>(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128)));
-    p.q8.resize(n), p.d8.resize(n / 32);
-    for (size_t i = 0; i < n; ++i) p.q8[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+    p.q8 = quants_packed(q8, n), p.d8.resize(n / 32);
     for (size_t b = 0; b < n / 32; ++b) p.d8[b] = fbits(f16_to_f32(q8[b].d));
     std::vector<uint16_t> h(n);
     ops::round_f16(y.data(), h.data(), n);
@@ -437,11 +444,11 @@ void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
             const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             const PreparedAct want = prepared(y);
             gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n),
-                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
                               go::norm_q8_groups(uint32_t(n)), compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{});
             R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32},
+                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4},
                      {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
                      {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
                      {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2},
@@ -522,11 +529,11 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             const PreparedAct want = prepared(x);
             std::vector<float> xin(x_off, 1.0f);
             xin.insert(xin.end(), x.begin(), x.end());
-            gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
+            gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4),
                         *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32},
+                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4},
                      {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
                      {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
                      {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
@@ -543,11 +550,11 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             }
             ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
             const PreparedAct want = prepared(y);
-            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n),
+            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4),
                         *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n), want.q8, Word::i32}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
+                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
             R.release();
         }
 }
@@ -567,30 +574,35 @@ std::vector<quant::BlockQ8_0> activation_q8(Rng& r, size_t n) {
     return q8;
 }
 
+// Random Q2_0 blocks: every code, scales of varying size, subnormal now and then.
+std::vector<uint8_t> random_q2_0(Rng& rng, size_t blocks) {
+    std::vector<uint8_t> w(blocks * sizeof(quant::BlockQ2_0));
+    for (size_t b = 0; b < blocks; ++b) {
+        uint8_t* p = &w[b * sizeof(quant::BlockQ2_0)];
+        uint16_t h = f32_to_f16((r_sign(rng)) * 0.01f * std::exp(1.5f * normal(rng)));
+        if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));  // subnormal scales
+        p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
+        for (size_t k = 2; k < sizeof(quant::BlockQ2_0); ++k) p[k] = uint8_t(rng());
+    }
+    return w;
+}
+
 void verify_q2_0(Runner& R, Rng& rng, bool full) {
     std::vector<std::pair<size_t, size_t>> shapes =
         full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}, {2560, 9728}}
-             : std::vector<std::pair<size_t, size_t>>{{8, 64}, {37, 640}, {100, 2048}};
+             : std::vector<std::pair<size_t, size_t>>{{8, 64}, {37, 640}, {100, 2048}, {37, 4480}, {5, 4288}};
     for (auto [rows, n] : shapes) {
         const size_t nb = n / 64;
-        std::vector<uint8_t> w(rows * nb * 18);
-        for (size_t b = 0; b < rows * nb; ++b) {
-            uint8_t* p = &w[b * 18];
-            uint16_t h = f32_to_f16((r_sign(rng)) * 0.01f * std::exp(1.5f * normal(rng)));
-            if (rng() % 64 == 0) h = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));  // subnormal scales
-            p[0] = uint8_t(h), p[1] = uint8_t(h >> 8);
-            for (int k = 2; k < 18; ++k) p[k] = uint8_t(rng());
-        }
+        std::vector<uint8_t> w = random_q2_0(rng, rows * nb);
         std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
         std::vector<float> want(rows);
         auto* qw = reinterpret_cast<const quant::BlockQ2_0*>(w.data());
         for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_q2_0_ref(n, qw + r * nb, q8.data());
         go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
-        std::vector<uint32_t> qi(n), d8(n / 32);
-        for (size_t i = 0; i < n; ++i) qi[i] = uint32_t(int32_t(q8[i / 32].qs[i % 32]));
+        std::vector<uint32_t> qi = quants_packed(q8, n), d8(n / 32);
         for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
         gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
-        double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, uint32_t((rows + 7) / 8));
+        double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, go::q2_0_groups(rows));
         R.check("q2_0_mat_vec", dims({rows, n}) + " (random)", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
         R.release();
     }
@@ -627,13 +639,48 @@ void verify_swiglu_q1_0(Runner& R, Rng& rng, bool full) {
         std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
         gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
         gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products)),
-                    *bto = R.poisoned(go::table_floats(n_ff)), *bq = R.poisoned(n_ff), *bd = R.poisoned(n_ff / 32),
+                    *bto = R.poisoned(go::table_floats(n_ff)), *bq = R.poisoned(n_ff / 4), *bd = R.poisoned(n_ff / 32),
                     *bh = R.poisoned(n_ff / 2);
         double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, bto, bq, bd, bh}, {uint32_t(2 * n_ff), uint32_t(nb)},
                           go::swiglu_q1_0_groups(n_ff));
         R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + " (random)", ms,
-                {{"q8", Runner::read(*bq, n_ff), want.q8, Word::i32},
+                {{"q8", Runner::read(*bq, n_ff / 4), want.q8, Word::i8x4},
                  {"d8", Runner::read(*bd, n_ff / 32), want.d8, Word::f32},
+                 {"lane_products", Runner::read(*bto, want.table.size()), want.table, Word::f32},
+                 {"f16", Runner::read(*bh, n_ff / 2), want.f16, Word::f16x2}});
+        R.release();
+    }
+}
+
+// swiglu_q2_0_q8: random Q2_0 gate and up matrices and a Q8_0 activation; the CPU's products,
+// ops::swiglu, then the quantization as prepared() makes it.
+void verify_swiglu_q2_0(Runner& R, Rng& rng, bool full) {
+    std::vector<std::pair<size_t, size_t>> shapes =
+        full ? std::vector<std::pair<size_t, size_t>>{{6144, 2048}, {9728, 2560}, {12288, 4096}}
+             : std::vector<std::pair<size_t, size_t>>{{32, 128}, {96, 640}, {64, 4480}};
+    for (auto [n_ff, n] : shapes) {
+        const size_t nb = n / 64, row_bytes = nb * sizeof(quant::BlockQ2_0);
+        std::vector<uint8_t> gate = random_q2_0(rng, n_ff * nb), up = random_q2_0(rng, n_ff * nb);
+        std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
+        std::vector<float> g(n_ff), u(n_ff), h(n_ff);
+        auto* gw = reinterpret_cast<const quant::BlockQ2_0*>(gate.data());
+        auto* uw = reinterpret_cast<const quant::BlockQ2_0*>(up.data());
+        for (size_t r = 0; r < n_ff; ++r)
+            g[r] = quant::vec_dot_q2_0_ref(n, gw + r * nb, q8.data()), u[r] = quant::vec_dot_q2_0_ref(n, uw + r * nb, q8.data());
+        ops::swiglu(g.data(), u.data(), h.data(), n_ff);
+        const PreparedAct want = prepared(h);
+        const std::vector<uint8_t> stacked = go::stack_gate_up(gate.data(), up.data(), n_ff, row_bytes);
+        go::PackedQ2_0 pk = go::pack_q2_0(stacked.data(), 2 * n_ff, n);
+        std::vector<uint32_t> d8(n / 32);
+        for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
+        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)), *bd = R.upload(d8),
+                    *bto = R.poisoned(go::table_floats(n_ff)), *bqo = R.poisoned(n_ff / 4), *bdo = R.poisoned(n_ff / 32),
+                    *bh = R.poisoned(n_ff / 2);
+        double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, bto, bqo, bdo, bh}, {uint32_t(2 * n_ff), uint32_t(nb)},
+                          go::swiglu_q1_0_groups(n_ff));
+        R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + " (random)", ms,
+                {{"q8", Runner::read(*bqo, n_ff / 4), want.q8, Word::i8x4},
+                 {"d8", Runner::read(*bdo, n_ff / 32), want.d8, Word::f32},
                  {"lane_products", Runner::read(*bto, want.table.size()), want.table, Word::f32},
                  {"f16", Runner::read(*bh, n_ff / 2), want.f16, Word::f16x2}});
         R.release();
@@ -811,10 +858,10 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         } else {
             const size_t n = NH * D;
             const PreparedAct want = prepared(out);
-            gpu::Buffer *bt = R.poisoned(go::table_floats(n)), *bq8 = R.poisoned(n), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+            gpu::Buffer *bt = R.poisoned(go::table_floats(n)), *bq8 = R.poisoned(n / 4), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
             double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, bt, bq8, bd, bh}, push, uint32_t(NH), spec);
             R.check("attention_q8", shape, ms,
-                    {{"q8", Runner::read(*bq8, n), want.q8, Word::i32},
+                    {{"q8", Runner::read(*bq8, n / 4), want.q8, Word::i8x4},
                      {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
                      {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
                      {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
@@ -1105,11 +1152,11 @@ std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules() {
                 b.float_modes = m;
                 out.push_back({std::string(k.name) + suffix + (f == sh::Fma::native ? "_fma" : "") + ".spv", k.build(b)});
             }
-    // The Q2_0 product with the card's packed 8-bit dot product (one build: it has no guard).
+    // The Q2_0 kernels with the card's packed 8-bit dot product (one build each, without the guard).
     go::Build dot;
     dot.int_dot = true;
     dot.float_modes = keep | sh::DENORM32;
-    out.push_back({"q2_0_mat_vec_int_dot.spv", go::op_kernel("q2_0_mat_vec").build(dot)});
+    for (const char* k : go::INT_DOT_KERNELS) out.push_back({std::string(k) + "_int_dot.spv", go::op_kernel(k).build(dot)});
     // The norms with the card's subgroup arithmetic (their workgroup sums).
     go::Build sub;
     sub.subgroup = true;
@@ -1129,6 +1176,7 @@ void verify_build(Runner& R, const VerifyOpsOptions& opt, bool exhaustive) {
     if (want("prep_act")) verify_prep_act(R, rng, opt.full);
     if (want("swiglu_q1_0_q8")) verify_swiglu_q1_0(R, rng, opt.full);
     if (want("q2_0_mat_vec")) verify_q2_0(R, rng, opt.full);
+    if (want("swiglu_q2_0_q8")) verify_swiglu_q2_0(R, rng, opt.full);
     if (want("f16_mat_vec")) verify_f16(R, rng, opt.full);
     if (want("head_norm_rope")) verify_head_norm_rope(R, rng, opt.full);
     if (want("attention")) verify_attention(R, rng, opt.full, false);
