@@ -146,6 +146,33 @@ TEST(gpu_op_rms_norm_q8_rows_compiled_in_are_checked) {
 }
 // The head size the forward pass compiles into head_norm_rope's and attention's pipelines (every
 // qwen3 model's), checked by the oracle with those pipelines; other sizes keep the general ones.
+// A layer's Q2_0 product runs with 32 lanes a row, an output matrix's with 16 (its pipeline's
+// lanes compiled in); the oracle checks every shape with both pipelines.
+TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
+    CHECK_EQ(gpu::ops::q2_0_lanes(12288), 32u);
+    CHECK_EQ(gpu::ops::q2_0_lanes(151936), 16u);
+    CHECK(gpu::ops::q2_0_spec(32).empty());
+    const std::vector<gpu::SpecValue> s = gpu::ops::q2_0_spec(16);
+    REQUIRE_EQ(s.size(), 1u);
+    CHECK_EQ(s[0].id, gpu::ops::SPEC_Q2_0_LANES);
+    CHECK_EQ(s[0].value, 16u);
+    CHECK_EQ(gpu::ops::q2_0_groups(151936, 16), 151936u / 16);
+    CHECK_EQ(gpu::ops::q2_0_groups(37), 5u);
+    gpu::Gpu* g = test_gpu();
+    model::VerifyOpsOptions o;
+    o.only = "q2_0_mat_vec";
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    model::verify_ops(*g, card_build(*g), o);
+    size_t wide = 0, plain = 0;
+    for (const auto& c : checks) {
+        CHECK(c.bit_exact);
+        if (c.name != "q2_0_mat_vec") continue;
+        (c.shape.find(", 16 lanes a row") != std::string::npos ? wide : plain)++;
+    }
+    CHECK_GE(plain, 5u);
+    CHECK_EQ(wide, plain);
+}
 TEST(gpu_op_head_dims_compiled_in_are_checked) {
     const std::vector<gpu::SpecValue> s = gpu::ops::head_spec(128);
     REQUIRE_EQ(s.size(), 1u);

@@ -685,21 +685,21 @@ struct Q2Weights {
 };
 
 // The sums of rows[p] (p < rows.size(), this invocation's rows, lane `lane` of `lanes`) for the
-// invocations t < slots (row slot t's sums); every invocation calls it.
+// invocations t < slots (row slot t's sums, slots at most max_slots); every invocation calls it.
 std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32 blocks, U32 t, U32 lane, U32 slot,
-                           uint32_t lanes, uint32_t slots) {
+                           U32 lanes, U32 slots, uint32_t max_slots) {
     const size_t P = rows.size();
     std::vector<Arr<K::f32>> prod;                         // (block of the chunk, row slot)
     std::vector<Var<K::f32>> sumf;
-    for (size_t p = 0; p < P; ++p) prod.push_back(workgroup<K::f32>(Q2_CHUNK * slots)), sumf.push_back(var(f32c(0.0f)));
+    for (size_t p = 0; p < P; ++p) prod.push_back(workgroup<K::f32>(Q2_CHUNK * max_slots)), sumf.push_back(var(f32c(0.0f)));
     for_(u32c(0), blocks, u32c(Q2_CHUNK), [&](U32 cb) {
         U32 end = select(blocks - cb < u32c(Q2_CHUNK), blocks, cb + Q2_CHUNK);
-        for_(cb + lane, end, u32c(lanes * Q2_AHEAD), [&](U32 b0) {
+        for_(cb + lane, end, lanes * u32c(Q2_AHEAD), [&](U32 b0) {
             std::vector<U32> blk(Q2_AHEAD);
             std::vector<std::vector<U32>> sw(Q2_AHEAD, std::vector<U32>(P));
             std::vector<std::vector<UVec4>> cw(Q2_AHEAD, std::vector<UVec4>(P));
             for (uint32_t a = 0; a < Q2_AHEAD; ++a) {  // past the chunk, b0's block again (not stored)
-                blk[a] = b0 + a * lanes;
+                blk[a] = b0 + u32c(a) * lanes;
                 U32 bc = select(blk[a] < end, blk[a], b0);
                 for (size_t p = 0; p < P; ++p) {
                     U32 wb = rows[p] * blocks + bc;
@@ -763,12 +763,14 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     push_constants(2);
     U32 rows = push(0), blocks = push(1);
     U32 t = local_id();
-    U32 slot = t / Q2_0_LANES, lane = t % Q2_0_LANES;
-    U32 first_row = group_id() * Q2_0_ROWS;
+    U32 compiled_in = spec_u32(SPEC_Q2_0_LANES, 0);
+    U32 lanes = select(compiled_in != 0u, compiled_in, u32c(Q2_0_LANES)), per = u32c(256) / lanes;
+    U32 slot = t / lanes, lane = t % lanes;
+    U32 first_row = group_id() * per;
     U32 row_raw = first_row + slot;
     U32 row = select(row_raw < rows, row_raw, u32c(0));
-    F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, Q2_0_LANES, Q2_0_ROWS)[0];
-    if_(t < Q2_0_ROWS && first_row + t < rows, [&] { out.set(first_row + t, sum); });
+    F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, lanes, per, 256 / 8)[0];
+    if_(t < per && first_row + t < rows, [&] { out.set(first_row + t, sum); });
     return s.finish();
 }
 
@@ -790,7 +792,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     U32 t = local_id(), g = group_id();
     U32 slot = t / SWIGLU_Q2_0_LANES, lane = t % SWIGLU_Q2_0_LANES;
     auto ys = workgroup<K::f32>(32);
-    std::vector<F32> gu = q2_0_sums(w, {g * 64u + slot, g * 64u + 32u + slot}, blocks, t, lane, slot, SWIGLU_Q2_0_LANES, 32);
+    std::vector<F32> gu = q2_0_sums(w, {g * 64u + slot, g * 64u + 32u + slot}, blocks, t, lane, slot, u32c(SWIGLU_Q2_0_LANES), u32c(32), 32);
     {
         GuardSite site("swiglu");
         if_(t < 32u, [&] { ys.set(t, swiglu_one(gu[0], gu[1])); });
@@ -1372,6 +1374,12 @@ std::string spec_suffix(const std::vector<SpecValue>& shape) {
     for (const SpecValue& v : shape) s += "/" + std::to_string(v.id) + "=" + std::to_string(v.value);
     return s;
 }
+std::vector<SpecValue> q2_0_spec(uint32_t lanes) {
+    if (lanes == Q2_0_LANES) return {};
+    if (lanes != 8 && lanes != 16) throw Error("q2_0_spec: " + std::to_string(lanes) + " lanes a row (8, 16 or 32)");
+    return {{SPEC_Q2_0_LANES, lanes}};
+}
+
 std::vector<SpecValue> head_spec(uint32_t D) {
     for (uint32_t d : HEAD_DIMS_COMPILED_IN)
         if (D == d) return {{SPEC_HEAD_DIM, D}};

@@ -75,6 +75,15 @@ inline constexpr uint32_t SPEC_HEAD_DIM = 2;
 inline constexpr uint32_t HEAD_DIMS_COMPILED_IN[] = {128};
 // {SPEC_HEAD_DIM, D} for a head size of HEAD_DIMS_COMPILED_IN, else none.
 std::vector<SpecValue> head_spec(uint32_t D);
+// q2_0_mat_vec's lanes a row compiled in: where SPEC_Q2_0_LANES is nonzero, 8, 16 or 32 lanes a
+// row (where 0, the default, Q2_0_LANES). A matrix of at most Q2_0_WIDE_ROWS rows (every layer's)
+// takes 32, the most invocations to hide its loads' latency; a wider one (an output matrix) 16:
+// its workgroups are many anyway, and twice the rows a workgroup share the serial sums' subgroup
+// (docs/PERFORMANCE.md). The oracle checks every shape with both pipelines.
+inline constexpr uint32_t SPEC_Q2_0_LANES = 3;
+inline constexpr uint32_t Q2_0_WIDE_ROWS = 65536, Q2_0_WIDE_LANES = 16;
+// {SPEC_Q2_0_LANES, lanes} where lanes is not the default, else none.
+std::vector<SpecValue> q2_0_spec(uint32_t lanes);
 // A pipeline's specialisation values: the build's, then a shape's (norm_spec, head_spec); and the
 // shape's as a suffix for a pipeline's name in a cache ("/1=8", "" for none).
 std::vector<SpecValue> spec_values(const Build& b, const std::vector<SpecValue>& shape);
@@ -108,7 +117,7 @@ struct OpKernel {
 // workgroups, n_ff a multiple of 32.
 // q2_0_mat_vec: weights as pack_q2_0 lays them out (0: scales, 1: codes), the activation's Q8_0
 // quants four to a word (2) and scales (3), out (4); push: rows, blocks.
-// q2_0_groups(rows) workgroups of Q2_0_ROWS rows, Q2_0_LANES invocations a row.
+// q2_0_groups(rows, lanes) workgroups of 256 / lanes rows, `lanes` invocations a row (q2_0_lanes).
 // swiglu_q2_0_q8: swiglu_q1_0_q8 for a Q2_0 layer: weights as pack_q2_0 lays out the matrix
 // stack_gate_up stacks (0, 1), the input's quants (2) and scales (3), then prep_act's outputs: table
 // (4), quants (5), scales (6), f16 pairs (7); push: rows (2·n_ff), blocks.
@@ -142,9 +151,15 @@ inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 
 std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes);
 // The longest Q2_0 row the forward pass gives q2_0_mat_vec (the bound of the card's tests).
 inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
-inline constexpr uint32_t Q2_0_LANES = 32, Q2_0_ROWS = 256 / Q2_0_LANES;
+// q2_0_mat_vec's invocations a row: Q2_0_LANES by default (256 / lanes rows a workgroup).
+inline constexpr uint32_t Q2_0_LANES = 32;
 inline constexpr uint32_t SWIGLU_Q2_0_LANES = 8;
-inline uint32_t q2_0_groups(size_t rows) { return uint32_t((rows + Q2_0_ROWS - 1) / Q2_0_ROWS); }
+inline uint32_t q2_0_groups(size_t rows, uint32_t lanes = Q2_0_LANES) {
+    const uint32_t per = 256 / lanes;
+    return uint32_t((rows + per - 1) / per);
+}
+// The lanes a row of a matrix's q2_0_mat_vec (SPEC_Q2_0_LANES).
+inline uint32_t q2_0_lanes(size_t rows) { return rows > Q2_0_WIDE_ROWS ? Q2_0_WIDE_LANES : Q2_0_LANES; }
 const std::vector<OpKernel>& op_kernels();
 // The kernels whose code changes with Build::int_dot (the Q2_0 products' block sums).
 inline constexpr const char* INT_DOT_KERNELS[] = {"q2_0_mat_vec", "swiglu_q2_0_q8"};

@@ -266,8 +266,11 @@ struct GpuForward::Impl {
             const std::string n = kn::kernel_name(true, q1_0_native ? kn::FmaPath::native : kn::FmaPath::exact, per);
             return {&pipe(n), {&w.a, &w.b, &d8, swiglu ? &table2 : &table, &out}, {rows, cols / 128}, kn::groups_mat_vec8(w.rows, per)};
         }
-        if (k == "q2_0_mat_vec")
-            return op(k, {&w.a, &w.b, swiglu ? &q8h : &q8, swiglu ? &d8h : &d8, &out}, {rows, cols / 64}, go::q2_0_groups(rows));
+        if (k == "q2_0_mat_vec") {
+            const uint32_t lanes = go::q2_0_lanes(rows);
+            return op(k, {&w.a, &w.b, swiglu ? &q8h : &q8, swiglu ? &d8h : &d8, &out}, {rows, cols / 64}, go::q2_0_groups(rows, lanes),
+                      go::q2_0_spec(lanes));
+        }
         return op(k, {&w.a, &act16, &out}, {rows, cols}, (rows + 7) / 8);  // f16_mat_vec: the f16 activation
     }
     // The gate and up products and SwiGLU's output prepared for the down product: one dispatch for

@@ -601,10 +601,15 @@ void verify_q2_0(Runner& R, Rng& rng, bool full) {
         go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
         std::vector<uint32_t> qi = quants_packed(q8, n), d8(n / 32);
         for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
-        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
-        double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, go::q2_0_groups(rows));
-        R.check("q2_0_mat_vec", dims({rows, n}) + " (random)", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
-        R.release();
+        // Each pipeline the forward pass may take: the default lanes a row, and those of a wide matrix.
+        for (uint32_t lanes : {go::Q2_0_LANES, go::Q2_0_WIDE_LANES}) {
+            gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
+            double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, go::q2_0_groups(rows, lanes),
+                              go::q2_0_spec(lanes));
+            const std::string how = lanes == go::Q2_0_LANES ? "" : ", " + std::to_string(lanes) + " lanes a row";
+            R.check("q2_0_mat_vec", dims({rows, n}) + how + " (random)", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
+            R.release();
+        }
     }
 }
 
