@@ -106,6 +106,17 @@ void refused(const char* kernel, size_t word) {
     if (what.find("differs") == std::string::npos) std::printf("    got: %s\n", what.c_str());
 }
 
+// The oracle's checks of one kernel on the test card (verify_ops with its build).
+std::vector<gpu::kernels::Check> oracle_checks(const char* kernel) {
+    gpu::Gpu* g = test_gpu();
+    model::VerifyOpsOptions o;
+    o.only = kernel;
+    std::vector<gpu::kernels::Check> checks;
+    o.checks = &checks;
+    model::verify_ops(*g, card_build(*g), o);
+    return checks;
+}
+
 }  // namespace
 
 TEST(gpu_op_rms_norm_bit_exact) {
@@ -132,20 +143,13 @@ TEST(gpu_op_rms_norm_q8_rows_compiled_in_are_checked) {
     CHECK_EQ(gpu::ops::spec_suffix(gpu::ops::norm_spec(2048)), std::string("/1=8"));
     CHECK_EQ(gpu::ops::spec_suffix({}), std::string(""));
     CHECK_EQ(gpu::ops::spec_values(gpu::ops::Build{}, gpu::ops::norm_spec(4096)).size(), 2u);
-    gpu::Gpu* g = test_gpu();
-    model::VerifyOpsOptions o;
-    o.only = "rms_norm_q8";
-    std::vector<gpu::kernels::Check> checks;
-    o.checks = &checks;
-    model::verify_ops(*g, card_build(*g), o);
+    const std::vector<gpu::kernels::Check> checks = oracle_checks("rms_norm_q8");
     for (uint32_t n : gpu::ops::NORM_ROWS_COMPILED_IN) {
         size_t seen = 0;
         for (const auto& c : checks) seen += c.shape.find("1×" + std::to_string(n) + ", the row compiled in (") == 0 && c.bit_exact;
         CHECK_GE(seen, 17u);  // every kind of row data
     }
 }
-// The head size the forward pass compiles into head_norm_rope's and attention's pipelines (every
-// qwen3 model's), checked by the oracle with those pipelines; other sizes keep the general ones.
 // A layer's Q2_0 product runs with 32 lanes a row, an output matrix's with 16 (its pipeline's
 // lanes compiled in); the oracle checks every shape with both pipelines.
 TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
@@ -158,12 +162,7 @@ TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
     CHECK_EQ(s[0].value, 16u);
     CHECK_EQ(gpu::ops::q2_0_groups(151936, 16), 151936u / 16);
     CHECK_EQ(gpu::ops::q2_0_groups(37), 5u);
-    gpu::Gpu* g = test_gpu();
-    model::VerifyOpsOptions o;
-    o.only = "q2_0_mat_vec";
-    std::vector<gpu::kernels::Check> checks;
-    o.checks = &checks;
-    model::verify_ops(*g, card_build(*g), o);
+    const std::vector<gpu::kernels::Check> checks = oracle_checks("q2_0_mat_vec");
     size_t wide = 0, plain = 0;
     for (const auto& c : checks) {
         CHECK(c.bit_exact);
@@ -173,19 +172,16 @@ TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
     CHECK_GE(plain, 5u);
     CHECK_EQ(wide, plain);
 }
+// The head size the forward pass compiles into head_norm_rope's and attention's pipelines (every
+// qwen3 model's), checked by the oracle with those pipelines; other sizes keep the general ones.
 TEST(gpu_op_head_dims_compiled_in_are_checked) {
     const std::vector<gpu::SpecValue> s = gpu::ops::head_spec(128);
     REQUIRE_EQ(s.size(), 1u);
     CHECK_EQ(s[0].id, gpu::ops::SPEC_HEAD_DIM);
     CHECK_EQ(s[0].value, 128u);
     for (uint32_t d : {32u, 64u, 256u}) CHECK(gpu::ops::head_spec(d).empty());
-    gpu::Gpu* g = test_gpu();
     for (const char* k : {"head_norm_rope", "attention_q8"}) {
-        model::VerifyOpsOptions o;
-        o.only = k;
-        std::vector<gpu::kernels::Check> checks;
-        o.checks = &checks;
-        model::verify_ops(*g, card_build(*g), o);
+        const std::vector<gpu::kernels::Check> checks = oracle_checks(k);
         size_t compiled_in = 0, general = 0;
         for (const auto& c : checks) {
             CHECK(c.bit_exact);
