@@ -156,6 +156,7 @@ TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
     CHECK_EQ(gpu::ops::q2_0_lanes(12288), 32u);
     CHECK_EQ(gpu::ops::q2_0_lanes(151936), 16u);
     CHECK(gpu::ops::q2_0_spec(32).empty());
+    CHECK_THROWS(gpu::ops::q2_0_spec(8), "q2_0_spec: 8 lanes a row (16 or 32)");
     const std::vector<gpu::SpecValue> s = gpu::ops::q2_0_spec(16);
     REQUIRE_EQ(s.size(), 1u);
     CHECK_EQ(s[0].id, gpu::ops::SPEC_Q2_0_LANES);

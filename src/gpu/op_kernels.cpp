@@ -769,7 +769,7 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     U32 first_row = group_id() * per;
     U32 row_raw = first_row + slot;
     U32 row = select(row_raw < rows, row_raw, u32c(0));
-    F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, lanes, per, 256 / 8)[0];
+    F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, lanes, per, 256 / Q2_0_WIDE_LANES)[0];
     if_(t < per && first_row + t < rows, [&] { out.set(first_row + t, sum); });
     return s.finish();
 }
@@ -1376,7 +1376,7 @@ std::string spec_suffix(const std::vector<SpecValue>& shape) {
 }
 std::vector<SpecValue> q2_0_spec(uint32_t lanes) {
     if (lanes == Q2_0_LANES) return {};
-    if (lanes != 8 && lanes != 16) throw Error("q2_0_spec: " + std::to_string(lanes) + " lanes a row (8, 16 or 32)");
+    if (lanes != Q2_0_WIDE_LANES) throw Error("q2_0_spec: " + std::to_string(lanes) + " lanes a row (16 or 32)");
     return {{SPEC_Q2_0_LANES, lanes}};
 }
 

@@ -75,8 +75,8 @@ inline constexpr uint32_t SPEC_HEAD_DIM = 2;
 inline constexpr uint32_t HEAD_DIMS_COMPILED_IN[] = {128};
 // {SPEC_HEAD_DIM, D} for a head size of HEAD_DIMS_COMPILED_IN, else none.
 std::vector<SpecValue> head_spec(uint32_t D);
-// q2_0_mat_vec's lanes a row compiled in: where SPEC_Q2_0_LANES is nonzero, 8, 16 or 32 lanes a
-// row (where 0, the default, Q2_0_LANES). A matrix of at most Q2_0_WIDE_ROWS rows (every layer's)
+// q2_0_mat_vec's lanes a row compiled in: where SPEC_Q2_0_LANES is nonzero, 16 or 32 lanes a row
+// (where 0, the default, Q2_0_LANES). A matrix of at most Q2_0_WIDE_ROWS rows (every layer's)
 // takes 32, the most invocations to hide its loads' latency; a wider one (an output matrix) 16:
 // its workgroups are many anyway, and twice the rows a workgroup share the serial sums' subgroup
 // (docs/PERFORMANCE.md). The oracle checks every shape with both pipelines.
@@ -149,8 +149,6 @@ inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 
 // The gate and up matrices' rows (row_bytes each, n_ff rows each) in swiglu_q1_0_q8's order: for
 // each b, gate rows 32b..32b+31, then up rows 32b..32b+31.
 std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes);
-// The longest Q2_0 row the forward pass gives q2_0_mat_vec (the bound of the card's tests).
-inline constexpr uint32_t Q2_0_MAX_COLS = 20480;
 // q2_0_mat_vec's invocations a row: Q2_0_LANES by default (256 / lanes rows a workgroup).
 inline constexpr uint32_t Q2_0_LANES = 32;
 inline constexpr uint32_t SWIGLU_Q2_0_LANES = 8;

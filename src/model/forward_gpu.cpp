@@ -236,9 +236,6 @@ struct GpuForward::Impl {
                 throw Error("a layer mixes matrix types or widths (" + std::string(gguf::type_name(p->type)) + ")");
             c.rows += (size_t)p->rows;
         }
-        if (c.type == quant::Type::Q2_0 && c.cols > go::Q2_0_MAX_COLS)
-            throw Error("a Q2_0 row of " + std::to_string(c.cols) + " values (the card's Q2_0 product takes at most " +
-                        std::to_string(go::Q2_0_MAX_COLS) + ")");
         std::vector<uint8_t> raw;
         c.gate_up = gate_up && (c.type == quant::Type::Q1_0 || c.type == quant::Type::Q2_0) && parts.size() == 2 && first.rows % 32 == 0 &&
                     (*(parts.begin() + 1))->rows == first.rows;

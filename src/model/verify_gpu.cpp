@@ -427,6 +427,21 @@ PreparedAct prepared(const std::vector<float>& y) {
     return p;
 }
 
+// prep_act's four outputs of n values on the card (each poisoned), and the checks of them against
+// the CPU's (q8 first: the output the oracle's corruption hook changes).
+struct ActBuffers {
+    gpu::Buffer *table, *q8, *d8, *f16;
+};
+ActBuffers poisoned_act(Runner& R, size_t n) {
+    return {R.poisoned(go::table_floats(n)), R.poisoned(n / 4), R.poisoned(n / 32), R.poisoned(n / 2)};
+}
+std::vector<Out> act_outs(const ActBuffers& a, const PreparedAct& want, size_t n) {
+    return {{"q8", Runner::read(*a.q8, n / 4), want.q8, Word::i8x4},
+            {"d8", Runner::read(*a.d8, n / 32), want.d8, Word::f32},
+            {"lane_products", Runner::read(*a.table, want.table.size()), want.table, Word::f32},
+            {"f16", Runner::read(*a.f16, n / 2), want.f16, Word::f16x2}};
+}
+
 // rms_norm_q8: the CPU's residual add and norm, then the quantization of the norm's output as
 // prepared() makes it, across several workgroups (a last one with a shorter span: 1056 and 4320
 // are not multiples of NORM_Q8_SPAN), and the residual stream the first workgroup writes; then
@@ -443,17 +458,14 @@ void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
             const bool compiled_in = i >= any_rows;
             const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             const PreparedAct want = prepared(y);
-            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n),
-                        *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, bt, bq, bd, bh}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
+            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n);
+            const ActBuffers a = poisoned_act(R, n);
+            double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
                               go::norm_q8_groups(uint32_t(n)), compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{});
-            R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4},
-                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
-                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
-                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2},
-                     {"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32},
-                     {"x", Runner::read(*bx, n), words_of(x), Word::f32}});
+            std::vector<Out> outs = act_outs(a, want, n);
+            outs.push_back({"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32});
+            outs.push_back({"x", Runner::read(*bx, n), words_of(x), Word::f32});
+            R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + " (" + kind + ")", ms, outs);
             R.release();
         }
 }
@@ -529,14 +541,10 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             const PreparedAct want = prepared(x);
             std::vector<float> xin(x_off, 1.0f);
             xin.insert(xin.end(), x.begin(), x.end());
-            gpu::Buffer *bx = R.upload(words_of(xin)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4),
-                        *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
-            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4},
-                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
-                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
-                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
+            gpu::Buffer* bx = R.upload(words_of(xin));
+            const ActBuffers a = poisoned_act(R, n);
+            double ms = R.run("prep_act", {bx, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
+            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms, act_outs(a, want, n));
             R.release();
         }
     // With SwiGLU on the way in (the forward pass's input of the down product): the CPU's swiglu of
@@ -643,16 +651,11 @@ void verify_swiglu_q1_0(Runner& R, Rng& rng, bool full) {
         gpu::kernels::PackedQ1_0 pk = gpu::kernels::pack_q1_0(stacked, 2 * n_ff, n);
         std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
         gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
-        gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products)),
-                    *bto = R.poisoned(go::table_floats(n_ff)), *bq = R.poisoned(n_ff / 4), *bd = R.poisoned(n_ff / 32),
-                    *bh = R.poisoned(n_ff / 2);
-        double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, bto, bq, bd, bh}, {uint32_t(2 * n_ff), uint32_t(nb)},
+        gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products));
+        const ActBuffers a = poisoned_act(R, n_ff);
+        double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
                           go::swiglu_q1_0_groups(n_ff));
-        R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + " (random)", ms,
-                {{"q8", Runner::read(*bq, n_ff / 4), want.q8, Word::i8x4},
-                 {"d8", Runner::read(*bd, n_ff / 32), want.d8, Word::f32},
-                 {"lane_products", Runner::read(*bto, want.table.size()), want.table, Word::f32},
-                 {"f16", Runner::read(*bh, n_ff / 2), want.f16, Word::f16x2}});
+        R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + " (random)", ms, act_outs(a, want, n_ff));
         R.release();
     }
 }
@@ -678,16 +681,11 @@ void verify_swiglu_q2_0(Runner& R, Rng& rng, bool full) {
         go::PackedQ2_0 pk = go::pack_q2_0(stacked.data(), 2 * n_ff, n);
         std::vector<uint32_t> d8(n / 32);
         for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
-        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)), *bd = R.upload(d8),
-                    *bto = R.poisoned(go::table_floats(n_ff)), *bqo = R.poisoned(n_ff / 4), *bdo = R.poisoned(n_ff / 32),
-                    *bh = R.poisoned(n_ff / 2);
-        double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, bto, bqo, bdo, bh}, {uint32_t(2 * n_ff), uint32_t(nb)},
+        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)), *bd = R.upload(d8);
+        const ActBuffers a = poisoned_act(R, n_ff);
+        double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
                           go::swiglu_q1_0_groups(n_ff));
-        R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + " (random)", ms,
-                {{"q8", Runner::read(*bqo, n_ff / 4), want.q8, Word::i8x4},
-                 {"d8", Runner::read(*bdo, n_ff / 32), want.d8, Word::f32},
-                 {"lane_products", Runner::read(*bto, want.table.size()), want.table, Word::f32},
-                 {"f16", Runner::read(*bh, n_ff / 2), want.f16, Word::f16x2}});
+        R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + " (random)", ms, act_outs(a, want, n_ff));
         R.release();
     }
 }
@@ -863,13 +861,9 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         } else {
             const size_t n = NH * D;
             const PreparedAct want = prepared(out);
-            gpu::Buffer *bt = R.poisoned(go::table_floats(n)), *bq8 = R.poisoned(n / 4), *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
-            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, bt, bq8, bd, bh}, push, uint32_t(NH), spec);
-            R.check("attention_q8", shape, ms,
-                    {{"q8", Runner::read(*bq8, n / 4), want.q8, Word::i8x4},
-                     {"d8", Runner::read(*bd, n / 32), want.d8, Word::f32},
-                     {"lane_products", Runner::read(*bt, want.table.size()), want.table, Word::f32},
-                     {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
+            const ActBuffers a = poisoned_act(R, n);
+            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, a.table, a.q8, a.d8, a.f16}, push, uint32_t(NH), spec);
+            R.check("attention_q8", shape, ms, act_outs(a, want, n));
         }
         R.release();
     }
