@@ -173,6 +173,32 @@ TEST(gpu_op_q2_0_lanes_of_wide_matrices_are_checked) {
     CHECK_GE(plain, 5u);
     CHECK_EQ(wide, plain);
 }
+// A model whose products read one of prep_act's outputs (Q1_0: the table, Q2_0: the quants, F16:
+// the f16 pairs) prepares only that one (SPEC_ACT_OUTPUTS); the oracle checks each such pipeline
+// of every kernel that prepares a product's input, the outputs left out still poisoned.
+TEST(gpu_op_act_outputs_alone_are_checked) {
+    namespace go = gpu::ops;
+    CHECK(go::act_spec(go::ACT_ALL).empty());
+    CHECK_THROWS(go::act_spec(0), "act_spec: outputs 0 (a mask of 1, 2, 4)");
+    CHECK_THROWS(go::act_spec(8), "act_spec: outputs 8 (a mask of 1, 2, 4)");
+    const std::vector<gpu::SpecValue> s = go::act_spec(go::ACT_Q8);
+    REQUIRE_EQ(s.size(), 1u);
+    CHECK_EQ(s[0].id, go::SPEC_ACT_OUTPUTS);
+    CHECK_EQ(s[0].value, go::ACT_Q8);
+    for (const char* k : {"rms_norm_q8", "prep_act", "attention_q8", "swiglu_q1_0_q8", "swiglu_q2_0_q8"}) {
+        const std::vector<gpu::kernels::Check> checks = oracle_checks(k);
+        size_t table = 0, quants = 0, f16 = 0;
+        for (const auto& c : checks) {
+            CHECK(c.bit_exact);
+            table += c.shape.find(", the table alone") != std::string::npos;
+            quants += c.shape.find(", the quants alone") != std::string::npos;
+            f16 += c.shape.find(", the f16 pairs alone") != std::string::npos;
+        }
+        CHECK_GE(table, 1u);
+        CHECK_EQ(quants, table);
+        CHECK_EQ(f16, table);
+    }
+}
 // The head size the forward pass compiles into head_norm_rope's and attention's pipelines (every
 // qwen3 model's), checked by the oracle with those pipelines; other sizes keep the general ones.
 TEST(gpu_op_head_dims_compiled_in_are_checked) {
@@ -239,13 +265,13 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
     const std::vector<uint32_t> push{n, w_off, std::bit_cast<uint32_t>(eps), 1u};
     const size_t tf = gpu::ops::table_floats(n), table = size_t(blocks) * 128;
     // The pair.
-    const size_t rx = buf(x), ra = buf(add), rw = buf(w), ry = poisoned(n), rt = poisoned(tf), rq = poisoned(n), rd = poisoned(blocks),
+    const size_t rx = buf(x), ra = buf(add), rw = buf(w), ry = poisoned(n), rt = poisoned(tf), rq = poisoned(n), rd = poisoned(2 * blocks),
                  rh = poisoned(n / 2);
     g->run(norm, std::vector<const gpu::Buffer*>{&live[rx], &live[ra], &live[rw], &live[ry]}, push, 1);
     g->run(prep, std::vector<const gpu::Buffer*>{&live[ry], &live[rt], &live[rq], &live[rd], &live[rh]}, std::vector<uint32_t>{n, 0u, 0u}, blocks);
     // rms_norm_q8, with every workgroup and with one fewer.
     for (uint32_t gs : {groups, groups - 1}) {
-        const size_t qx = buf(x), qo = poisoned(n), qt = poisoned(tf), qq = poisoned(n), qd = poisoned(blocks), qh = poisoned(n / 2);
+        const size_t qx = buf(x), qo = poisoned(n), qt = poisoned(tf), qq = poisoned(n), qd = poisoned(2 * blocks), qh = poisoned(n / 2);
         g->run(norm_q8, std::vector<const gpu::Buffer*>{&live[qx], &live[ra], &live[rw], &live[qo], &live[qt], &live[qq], &live[qd], &live[qh]},
                push, gs);
         CHECK(std::memcmp(live[qx].mapped, x.data(), n * 4) == 0);  // x is only read
@@ -258,7 +284,7 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
             return CHECK_EQ(equal, upto) && std::equal(a.begin(), a.begin() + long(upto), e.begin());
         };
         same(qq, rq, n / 4, done / 4);
-        same(qd, rd, blocks, done / 32);
+        same(qd, rd, 2 * blocks, done / 16);  // a scale and a quant sum a block
         same(qt, rt, table, done / 32 * 128);
         same(qh, rh, n / 2, done / 2);
         if (gs < groups) CHECK_EQ(words(qq, n / 4)[n / 4 - 1], 0x7fbadbadu);
@@ -275,7 +301,7 @@ TEST(gpu_op_prep_act_bit_exact) {
     bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
 }
 TEST(gpu_op_swiglu_q1_0_q8_bit_exact) { bit_exact("swiglu_q1_0_q8", {"random"}); }
-TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random"}); }
+TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random", "extreme"}); }
 TEST(gpu_op_swiglu_q2_0_q8_bit_exact) { bit_exact("swiglu_q2_0_q8", {"random"}); }
 // A card without the packed 8-bit dot product sums a block's products in integer steps: the same
 // bits (the card under test may have the instruction: its build is forced to the steps here).

@@ -244,13 +244,27 @@ I32 q8_quant(F32 x, F32 id) {
 }
 
 // Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (four to a word, in
-// order from the low byte) and scales, the f16 pairs.
+// order from the low byte), each block's scale (f32 bits) and quant sum (i32) side by side, the
+// f16 pairs.
 struct ActOut {
     Arr<K::f32> table;
     Arr<K::u32> q8;
-    Arr<K::f32> d8;
+    Arr<K::u32> d8;
     Arr<K::u32> h16;
 };
+
+// The sum of a word's four signed bytes.
+I32 byte_sum(U32 w) { return dot4_i8(w, u32c(0x01010101u)); }
+
+// Which of prep_act's outputs the pipeline writes (SPEC_ACT_OUTPUTS; 0, the default, is all).
+struct ActWrites {
+    Bool table, q8, f16;
+};
+ActWrites act_writes() {
+    U32 spec = spec_u32(SPEC_ACT_OUTPUTS, 0);
+    U32 m = select(spec != 0u, spec, u32c(ACT_ALL));
+    return {(m & u32c(ACT_TABLE)) != 0u, (m & u32c(ACT_Q8)) != 0u, (m & u32c(ACT_F16)) != 0u};
+}
 
 // prep_act's outputs for `lanes` lanes (four values of a 32-value block each, at most max_lanes)
 // whose values a workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a
@@ -261,6 +275,7 @@ struct ActOut {
 // invocations, so that a warp's stores are contiguous. Every invocation calls it.
 void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
                     Arr<K::f32>& sd, Arr<K::f32>& sid) {
+    const ActWrites writes = act_writes();
     const uint32_t rounds = (max_lanes + L - 1) / L;
     auto qs = workgroup<K::u32>(max_lanes);
     if_(t < lanes >> 3u, [&] {
@@ -269,10 +284,8 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
             F32 a = fabs(ys[t * 32u + j]);
             amax = select(a > amax.get(), a, amax.get());
         }
-        F32 d1 = q8_scale(amax.get());
-        sd.set(t, d1);
+        sd.set(t, q8_scale(amax.get()));
         sid.set(t, q8_multiplier(amax.get()));
-        o.d8.set((first_lane >> 3u) + t, d1);
     });
     barrier();
     std::vector<U32> packed(rounds);
@@ -292,15 +305,22 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
             q[k] = q8_quant(v[k], id);
         }
         packed[r] = (as_u32(q[0]) & 0xffu) | ((as_u32(q[1]) & 0xffu) << 8u) | ((as_u32(q[2]) & 0xffu) << 16u) | (as_u32(q[3]) << 24u);
-        if_(in[r], [&] {
-            o.q8.set(lane, packed[r]);
+        if_(in[r] && writes.q8, [&] { o.q8.set(lane, packed[r]); });
+        if_(in[r] && writes.f16, [&] {
             o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
             o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
         });
     }
     for (uint32_t r = 0; r < rounds; ++r) if_(in[r], [&] { qs.set(lls[r], packed[r]); });
     barrier();
-    for_(t, lanes * 16u, u32c(L), [&](U32 e) {
+    if_(t < lanes >> 3u && writes.q8, [&] {
+        I32 sum = byte_sum(qs[t * 8u]);
+        for (uint32_t k = 1; k < 8; ++k) sum = sum + byte_sum(qs[t * 8u + k]);
+        U32 at = ((first_lane >> 3u) + t) * 2u;
+        o.d8.set(at, bits(sd[t]));
+        o.d8.set(at + 1u, as_u32(sum));
+    });
+    for_(t, select(writes.table, lanes * 16u, u32c(0)), u32c(L), [&](U32 e) {
         U32 ll = e >> 4u, nib = e & 15u;
         U32 p = qs[ll];
         auto sum = var(i32c(0));
@@ -482,7 +502,7 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
     auto add = buffer<K::f32>(1, true, "add");
     auto w = buffer<K::f32>(2, true, "w");
     auto x_out = buffer<K::f32>(3, false, "x_out");
-    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::u32>(6, false, "d8"),
                buffer<K::u32>(7, false, "f16")};
     if (b.clock) clock_stamps(8);
     push_constants(4);
@@ -577,7 +597,7 @@ std::vector<uint32_t> swiglu_q1_0_q8(const Build& b) {
         PlainF32 plain;  // the products' nonzero values are multiples of 2^-48, never subnormal
         r = kn::q1_0_rows8(b.fma == Fma::native ? kn::FmaPath::native : kn::FmaPath::exact, 2, SWIGLU_Q1_0_AHEAD);
     }
-    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::f32>(6, false, "d8"),
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8"), buffer<K::u32>(6, false, "d8"),
                buffer<K::u32>(7, false, "f16")};
     U32 t = local_id(), g = group_id();
     U32 n_ff = r->rows >> 1u;
@@ -610,7 +630,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
     auto x = buffer<K::f32>(0, true, "x");
     auto table = buffer<K::f32>(1, false, "lane_products");
     auto q8 = buffer<K::u32>(2, false, "q8");
-    auto d8 = buffer<K::f32>(3, false, "d8");
+    auto d8 = buffer<K::u32>(3, false, "d8");
     auto h16 = buffer<K::u32>(4, false, "f16");
     push_constants(3);
     U32 n = push(0), x_off = push(1), gated = push(2);
@@ -637,16 +657,22 @@ std::vector<uint32_t> prep_act(const Build& b) {
     barrier();
     F32 d1 = sd[u32c(0)], id = sd[u32c(1)];
     if_(t < 32u, [&] { sq.set(t, q8_quant(sx[t], id)); });
-    if_(t < 16u, [&] {
+    const ActWrites writes = act_writes();
+    if_(t < 16u && writes.f16, [&] {
         U32 lo16 = f16_bits(sx[t * 2u]), hi16 = f16_bits(sx[t * 2u + 1u]);
         h16.set(blk * 16u + t, lo16 | (hi16 << 16u));
     });
-    if_(t == 0u, [&] { d8.set(blk, d1); });
     barrier();
-    if_(t < 8u, [&] {
+    if_(t < 8u && writes.q8, [&] {
         U32 w = u32c(0);
         for (uint32_t k = 0; k < 4; ++k) w = w | ((as_u32(sq[t * 4u + u32c(k)]) & 0xffu) << u32c(8 * k));
         q8.set(blk * 8u + t, w);
+    });
+    if_(t == 0u && writes.q8, [&] {
+        auto sum = var(i32c(0));
+        for_(u32c(0), u32c(32), [&](U32 j) { sum = sum.get() + sq[j]; });
+        d8.set(blk * 2u, bits(d1));
+        d8.set(blk * 2u + 1u, as_u32(sum.get()));
     });
     // Lane l (quants 4l..4l+3), pattern nib: + where the bit is set, the i8 negation otherwise.
     U32 l = t >> 4u, nib = t & 15u;
@@ -656,7 +682,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
         I32 neg = select(q == i32c(-128), q, -q);
         sum = sum.get() + select(((nib >> k) & 1u) == 1u, q, neg);
     }
-    table.set((blk * 8u + l) * 16u + nib, d1 * f32(sum.get()));
+    if_(writes.table, [&] { table.set((blk * 8u + l) * 16u + nib, d1 * f32(sum.get())); });
     return s.finish();
 }
 
@@ -668,11 +694,14 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // and invocation r of the workgroup adds row slot r's in block order, so that the workgroup's
 // serial sums run side by side in one subgroup.
 //
-// A block's integer sums: code word m (pack_q2_0) holds at bits 8g + 2j the code of value
-// 16m + 4j + g, so (word >> 2j) & 0x03030303 has in byte g the code whose quant is byte g of the
-// activation's word 4m + j (quants four to a word, in order). Each byte c becomes the signed byte
-// c - 1 without a borrow between bytes ((c | 0x80) - 1, then ^ 0x80), and the packed 8-bit dot
-// product sums four products at once; the integer sum of 32 products is exact in any order.
+// A block's integer sums: code word m (pack_q2_0) holds at bits 8g + 2j the code c of value
+// 16m + 4j + g, whose quant is byte g of the activation's word 4m + j (quants four to a word, in
+// order). The code stands for c - 1, so a Q8_0 block's sum is sum(c·q) - sum(q), the quant sum
+// its quantizer wrote beside its scale. The word masked in place holds 4^j·c in byte g
+// (w & 0x03030303, w & 0x0c0c0c0c, w & 0x30303030; j = 3 shifted down two bits first to stay
+// below 128, so it is 16·c as j = 2's is), and the packed 8-bit dot product sums four bytes at
+// once: three sums of exact multiples of 1, 4 and 16, shifted back exactly. Integer sums are
+// exact in any order.
 constexpr uint32_t Q2_CHUNK = 64;  // blocks of a row whose products a workgroup holds at once
 constexpr uint32_t Q2_AHEAD = 2;   // blocks an invocation loads before the first of them is used
 constexpr uint32_t Q2_SUM_AHEAD = 4;  // products the serial sum loads at a time
@@ -681,7 +710,7 @@ struct Q2Weights {
     Arr<K::u32> scales;  // f16 pairs
     Arr<K::u4> codes;    // one block's 16 bytes
     Arr<K::u4> q8;       // 16 quants
-    Arr<K::f32> d8;
+    Arr<K::u4> d8;       // a block's two Q8_0 blocks' scales and quant sums
 };
 
 // The sums of rows[p] (p < rows.size(), this invocation's rows, lane `lane` of `lanes`) for the
@@ -711,18 +740,22 @@ std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32
                 if_(blk[a] < end, [&] {
                     std::vector<UVec4> x(4);
                     for (uint32_t m = 0; m < 4; ++m) x[m] = w.q8[blk[a] * 4u + u32c(m)];
-                    F32 d1[2] = {w.d8[blk[a] * 2u], w.d8[blk[a] * 2u + 1u]};
+                    UVec4 ds = w.d8[blk[a]];
+                    F32 d1[2] = {f32_bits(comp(ds, 0)), f32_bits(comp(ds, 2))};
+                    I32 qsum[2] = {as_i32(comp(ds, 1)), as_i32(comp(ds, 3))};
                     for (size_t p = 0; p < P; ++p) {
                         auto sumi = var(f32c(0.0f));
                         for (uint32_t k = 0; k < 2; ++k) {
-                            I32 si = i32c(0);
+                            std::optional<I32> s1, s4, s16;  // sums of 1·c·q, 4·c·q, 16·c·q
+                            auto add = [](std::optional<I32>& acc, I32 v) { acc = acc ? *acc + v : v; };
                             for (uint32_t m = 2 * k; m < 2 * k + 2; ++m) {
                                 U32 word = comp(cw[a][p], m);
-                                for (uint32_t j = 0; j < 4; ++j) {
-                                    U32 c = (j == 0 ? word : word >> u32c(2 * j)) & 0x03030303u;
-                                    si = si + dot4_i8(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u, comp(x[m], j));
-                                }
+                                add(s1, dot4_i8(word & 0x03030303u, comp(x[m], 0)));
+                                add(s4, dot4_i8(word & 0x0c0c0c0cu, comp(x[m], 1)));
+                                add(s16, dot4_i8(word & 0x30303030u, comp(x[m], 2)));
+                                add(s16, dot4_i8((word >> 2u) & 0x30303030u, comp(x[m], 3)));
                             }
+                            I32 si = ((*s1 + (*s4 >> u32c(2))) + (*s16 >> u32c(4))) - qsum[k];
                             sumi = sumi.get() + d1[k] * f32(si);
                         }
                         prod[p].set((blk[a] - cb) * slots + slot, f16_value(sw[a][p]) * sumi.get());
@@ -752,7 +785,7 @@ std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32
 }
 
 Q2Weights q2_weights() {
-    return {buffer<K::u32>(0, true, "scales"), buffer<K::u4>(1, true, "codes"), buffer<K::u4>(2, true, "q8"), buffer<K::f32>(3, true, "d8")};
+    return {buffer<K::u32>(0, true, "scales"), buffer<K::u4>(1, true, "codes"), buffer<K::u4>(2, true, "q8"), buffer<K::u4>(3, true, "d8")};
 }
 
 std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
@@ -785,7 +818,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     Shader s(kn::KERNEL_INVOCATIONS, true, b.fma, b.float_modes);
     s.int_dot = b.int_dot;
     Q2Weights w = q2_weights();
-    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8_out"), buffer<K::f32>(6, false, "d8_out"),
+    ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8_out"), buffer<K::u32>(6, false, "d8_out"),
                buffer<K::u32>(7, false, "f16")};
     push_constants(2);
     U32 blocks = push(1);
@@ -983,7 +1016,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     auto scratch = buffer<K::f32>(4, false, "scratch");
     std::optional<Arr<K::f32>> out;
     std::optional<ActOut> act;
-    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::u32>(6, false, "q8"), buffer<K::f32>(7, false, "d8"),
+    if (q8) act = ActOut{buffer<K::f32>(5, false, "lane_products"), buffer<K::u32>(6, false, "q8"), buffer<K::u32>(7, false, "d8"),
                          buffer<K::u32>(8, false, "f16")};
     else out = buffer<K::f32>(5, false, "out");
     if (b.clock && q8) clock_stamps(9);
@@ -1378,6 +1411,12 @@ std::vector<SpecValue> q2_0_spec(uint32_t lanes) {
     if (lanes == Q2_0_LANES) return {};
     if (lanes != Q2_0_WIDE_LANES) throw Error("q2_0_spec: " + std::to_string(lanes) + " lanes a row (16 or 32)");
     return {{SPEC_Q2_0_LANES, lanes}};
+}
+
+std::vector<SpecValue> act_spec(uint32_t outputs) {
+    if (outputs == 0 || outputs > ACT_ALL) throw Error("act_spec: outputs " + std::to_string(outputs) + " (a mask of 1, 2, 4)");
+    if (outputs == ACT_ALL) return {};
+    return {{SPEC_ACT_OUTPUTS, outputs}};
 }
 
 std::vector<SpecValue> head_spec(uint32_t D) {

@@ -84,6 +84,16 @@ inline constexpr uint32_t SPEC_Q2_0_LANES = 3;
 inline constexpr uint32_t Q2_0_WIDE_ROWS = 65536, Q2_0_WIDE_LANES = 16;
 // {SPEC_Q2_0_LANES, lanes} where lanes is not the default, else none.
 std::vector<SpecValue> q2_0_spec(uint32_t lanes);
+// The outputs a kernel that prepares a product's input writes (prep_act, rms_norm_q8,
+// attention_q8, swiglu_q1_0_q8, swiglu_q2_0_q8): where SPEC_ACT_OUTPUTS is nonzero, a mask of
+// ACT_TABLE (the Q1_0 lane-product table), ACT_Q8 (the quants, the scales and quant sums) and
+// ACT_F16 (the f16 pairs); where 0, the default, all three. The forward pass asks for those its
+// model's products read; the oracle checks each single output's pipeline and that it leaves the
+// others unwritten.
+inline constexpr uint32_t SPEC_ACT_OUTPUTS = 4;
+inline constexpr uint32_t ACT_TABLE = 1, ACT_Q8 = 2, ACT_F16 = 4, ACT_ALL = 7;
+// {SPEC_ACT_OUTPUTS, outputs} unless outputs is ACT_ALL (then none).
+std::vector<SpecValue> act_spec(uint32_t outputs);
 // A pipeline's specialisation values: the build's, then a shape's (norm_spec, head_spec); and the
 // shape's as a suffix for a pipeline's name in a cache ("/1=8", "" for none).
 std::vector<SpecValue> spec_values(const Build& b, const std::vector<SpecValue>& shape);
@@ -105,22 +115,22 @@ struct OpKernel {
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
 // rms_norm_q8: x (0, read only), add (1), norm weights (2), x_out (3: the first workgroup writes
 // add + x there where residual is 1, x where it is 0), then prep_act's outputs of y: table (4),
-// quants (5), scales (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n) workgroups, n a
+// quants (5), scales and quant sums (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n) workgroups, n a
 // multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
-// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants four to a word (2), Q8_0 scales widened (3),
-// f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
+// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants four to a word (2), per Q8_0 block its
+// scale widened (f32 bits) and the sum of its quants (i32) (3), f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
 // SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
 // swiglu_q1_0_q8: a Q1_0 layer's gate and up products, then SwiGLU's output into prep_act's outputs:
 // Q1_0 scales (0), bits (1), unused (2), the input's lane-product table (3) (bindings 0-3 as
-// q1_0_mat_vec8), then table (4), quants (5), scales (6), f16 pairs (7) of the output; push: rows
+// q1_0_mat_vec8), then table (4), quants (5), scales and sums (6), f16 pairs (7) of the output; push: rows
 // (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
 // workgroups, n_ff a multiple of 32.
 // q2_0_mat_vec: weights as pack_q2_0 lays them out (0: scales, 1: codes), the activation's Q8_0
-// quants four to a word (2) and scales (3), out (4); push: rows, blocks.
+// quants four to a word (2) and scales and quant sums (3, prep_act's), out (4); push: rows, blocks.
 // q2_0_groups(rows, lanes) workgroups of 256 / lanes rows, `lanes` invocations a row (q2_0_lanes).
 // swiglu_q2_0_q8: swiglu_q1_0_q8 for a Q2_0 layer: weights as pack_q2_0 lays out the matrix
-// stack_gate_up stacks (0, 1), the input's quants (2) and scales (3), then prep_act's outputs: table
-// (4), quants (5), scales (6), f16 pairs (7); push: rows (2·n_ff), blocks.
+// stack_gate_up stacks (0, 1), the input's quants (2) and scales and sums (3), then prep_act's
+// outputs: table (4), quants (5), scales and sums (6), f16 pairs (7); push: rows (2·n_ff), blocks.
 // swiglu_q1_0_groups(n_ff) workgroups, n_ff a multiple of 32.
 // f16_mat_vec: weights (0, f16 pairs), activation (1, f16 pairs), out (2); push: rows, n.
 // head_norm_rope: qkv (0), norm weights (1), state (2), q out (3), k cache (4), v cache (5);
@@ -131,7 +141,7 @@ struct OpKernel {
 // multiple of 32 up to 256 and the layer offset a multiple of 4 words (keys are read 16 bytes at
 // a time).
 // attention_q8: attention whose output goes straight into prep_act's outputs: bindings 0-4 as
-// attention, then table (5), quants (6), scales (7), f16 pairs (8); push as attention.
+// attention, then table (5), quants (6), scales and sums (7), f16 pairs (8); push as attention.
 // sum_squares (oracle only): x (0), out (1: the double's low and high words); push: n. The
 // rms_norm's ordered double sum alone, every bit of it.
 // swiglu: gate|up (0), out (1); push: n. expf_probe and

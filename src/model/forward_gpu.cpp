@@ -40,29 +40,30 @@ struct CardMatrix {
 // How a matrix type runs on the card, one entry a type: its packing into one or two word buffers
 // (a: scales or values; b: bits or codes, empty where a alone holds the matrix), the bytes that
 // takes, its product kernel (product_step, below, reads `kernel`) and the kernel that dequantizes
-// a row of it (token_embd) in that layout.
+// a row of it (token_embd) in that layout, and which of prep_act's outputs the product reads.
 struct CardType {
     quant::Type type;
     const char* kernel;  // "" for Q1_0: q1_0_mat_vec8's variant by rows (kernels.h)
     const char* embed;
+    uint32_t reads;  // go::ACT_TABLE, ACT_Q8 or ACT_F16
     void (*pack)(const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b);
     uint64_t (*bytes)(uint64_t rows, uint64_t cols);
 };
 
 const CardType CARD_TYPES[] = {
-    {quant::Type::Q1_0, "", "embed_q1_0",
+    {quant::Type::Q1_0, "", "embed_q1_0", go::ACT_TABLE,
      [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
          kn::PackedQ1_0 pk = kn::pack_q1_0(raw, rows, cols);
          a = std::move(pk.scales), b = std::move(pk.bits);
      },
      [](uint64_t rows, uint64_t cols) { return rows * cols / 128 * 18; }},  // 18 bytes per 128, as in the GGUF
-    {quant::Type::Q2_0, "q2_0_mat_vec", "embed_q2_0",
+    {quant::Type::Q2_0, "q2_0_mat_vec", "embed_q2_0", go::ACT_Q8,
      [](const std::vector<uint8_t>& raw, size_t rows, size_t cols, std::vector<uint32_t>& a, std::vector<uint32_t>& b) {
          go::PackedQ2_0 pk = go::pack_q2_0(raw.data(), rows, cols);
          a = std::move(pk.scales), b = std::move(pk.codes);
      },
      [](uint64_t rows, uint64_t cols) { return rows * cols / 64 * 20; }},  // a scale per word, 16 bytes of codes
-    {quant::Type::F16, "f16_mat_vec", "embed_f16",
+    {quant::Type::F16, "f16_mat_vec", "embed_f16", go::ACT_F16,
      [](const std::vector<uint8_t>& raw, size_t, size_t, std::vector<uint32_t>& a, std::vector<uint32_t>&) {
          a.resize(raw.size() / 4);
          std::memcpy(a.data(), raw.data(), a.size() * 4);
@@ -109,9 +110,15 @@ struct GpuForward::Impl {
     gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer table2;   // [table_floats(n_ff)] those of SwiGLU's output (swiglu_q1_0_q8)
-    gpu::Buffer q8, d8;   // its Q8_0 quants (four to a word) and widened scales
-    gpu::Buffer q8h, d8h; // [n_ff / 4], [n_ff / 32] those of SwiGLU's output (swiglu_q2_0_q8)
+    gpu::Buffer q8, d8;   // its Q8_0 quants (four to a word) and each block's widened scale and quant sum
+    gpu::Buffer q8h, d8h; // [n_ff / 4], [n_ff / 16] those of SwiGLU's output (swiglu_q2_0_q8)
     gpu::Buffer act16;    // its f16 rounding, two to a word
+    // Which of those the model's products read (go::act_spec: none where they read all three).
+    std::vector<gpu::SpecValue> act;
+    std::vector<gpu::SpecValue> with_act(std::vector<gpu::SpecValue> spec) const {
+        spec.insert(spec.end(), act.begin(), act.end());
+        return spec;
+    }
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
     gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
     gpu::Buffer o;        // [n_embd] an output product, added to x by the next norm
@@ -283,14 +290,14 @@ struct GpuForward::Impl {
         }
         if (w.type == quant::Type::Q2_0)
             s.push_back(op("swiglu_q2_0_q8", {&w.a, &w.b, &q8, &d8, &table2, &q8h, &d8h, &act16}, {rows, (uint32_t)(w.cols / 64)},
-                           go::swiglu_q1_0_groups(n_ff)));
+                           go::swiglu_q1_0_groups(n_ff), act));
         else
             s.push_back(op("swiglu_q1_0_q8", {&w.a, &w.b, &table, &table, &table2, &q8, &d8, &act16}, {rows, (uint32_t)(w.cols / 128)},
-                           go::swiglu_q1_0_groups(n_ff)));
+                           go::swiglu_q1_0_groups(n_ff), act));
         return true;
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
-        return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32));
+        return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32), act);
     }
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
@@ -330,7 +337,7 @@ struct GpuForward::Impl {
         const gpu::Buffer &in = odd ? x2 : x, &out = odd ? x : x2;
         s.push_back(op("rms_norm_q8", {&in, &o, &norms, &out, &table, &q8, &d8, &act16},
                        {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd),
-                       go::norm_spec((uint32_t)hp.n_embd)));
+                       with_act(go::norm_spec((uint32_t)hp.n_embd))));
     }
 };
 
@@ -416,9 +423,9 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.table = zeroed(go::table_floats(widest));
     d.table2 = zeroed(go::table_floats(FF));
     d.q8 = zeroed(widest / 4);
-    d.d8 = zeroed(widest / 32);
+    d.d8 = zeroed(widest / 16);
     d.q8h = zeroed(FF / 4);
-    d.d8h = zeroed(FF / 32);
+    d.d8h = zeroed(FF / 16);
     d.act16 = zeroed(widest / 2);
     d.qkv = zeroed(NQ + 2 * NKV * D);
     d.q = zeroed(NQ);
@@ -447,6 +454,10 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         layer_bytes = std::max(layer_bytes, b);
     }
     d.warm = layer_bytes <= Impl::WARM_LAYER_BYTES;
+    uint32_t reads = card_type(d.out_w.type).reads;
+    for (size_t l = 0; l < L; ++l)
+        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]}) reads |= card_type(w->type).reads;
+    d.act = go::act_spec(reads);
     if (const char* e = std::getenv("BANKML_GPU_PREFETCH"); e && (std::string(e) == "0" || std::string(e) == "1")) d.warm = *e == '1';
     if (d.warm) d.warm_sink = zeroed(4);
 
@@ -470,7 +481,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         // Attention's output goes straight into the output product's input.
         s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
-                         (uint32_t)NH, go::head_spec((uint32_t)D)));
+                         (uint32_t)NH, d.with_act(go::head_spec((uint32_t)D))));
         d.warm_l2(s, d.wo_w[l]);
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);

@@ -403,8 +403,26 @@ std::vector<uint32_t> quants_packed(const std::vector<quant::BlockQ8_0>& q8, siz
     return w;
 }
 
-// The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (four to a word), scales,
-// the Q1_0 lane-product table, and the f16 pairs. n is a multiple of 32 (the blocks past n up to a
+// Per Q8_0 block of n values its scale widened (f32 bits) and the sum of its quants (prep_act's d8).
+std::vector<uint32_t> scales_and_sums(const std::vector<quant::BlockQ8_0>& q8, size_t n) {
+    std::vector<uint32_t> d(n / 16);
+    for (size_t b = 0; b < n / 32; ++b) {
+        int32_t sum = 0;
+        for (int8_t q : q8[b].qs) sum += q;
+        d[2 * b] = fbits(f16_to_f32(q8[b].d)), d[2 * b + 1] = uint32_t(sum);
+    }
+    return d;
+}
+
+// The words at even (odd = false) or odd places.
+std::vector<uint32_t> every_other(const std::vector<uint32_t>& w, bool odd) {
+    std::vector<uint32_t> r;
+    for (size_t i = odd; i < w.size(); i += 2) r.push_back(w[i]);
+    return r;
+}
+
+// The CPU's input of a Q1_0, Q2_0 or F16 product made from y: Q8_0 quants (four to a word), scales
+// and quant sums, the Q1_0 lane-product table, and the f16 pairs. n is a multiple of 32 (the blocks past n up to a
 // multiple of 128, which pack_act needs, are made of zeros and left out).
 struct PreparedAct {
     std::vector<uint32_t> q8, d8, table, f16;
@@ -419,8 +437,7 @@ PreparedAct prepared(const std::vector<float>& y) {
     gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, padded);
     PreparedAct p;
     p.table = words_of(std::vector<float>(pa.lane_products.begin(), pa.lane_products.begin() + long(n / 32 * 128)));
-    p.q8 = quants_packed(q8, n), p.d8.resize(n / 32);
-    for (size_t b = 0; b < n / 32; ++b) p.d8[b] = fbits(f16_to_f32(q8[b].d));
+    p.q8 = quants_packed(q8, n), p.d8 = scales_and_sums(q8, n);
     std::vector<uint16_t> h(n);
     ops::round_f16(y.data(), h.data(), n);
     p.f16 = pairs_of(h);
@@ -433,13 +450,35 @@ struct ActBuffers {
     gpu::Buffer *table, *q8, *d8, *f16;
 };
 ActBuffers poisoned_act(Runner& R, size_t n) {
-    return {R.poisoned(go::table_floats(n)), R.poisoned(n / 4), R.poisoned(n / 32), R.poisoned(n / 2)};
+    return {R.poisoned(go::table_floats(n)), R.poisoned(n / 4), R.poisoned(n / 16), R.poisoned(n / 2)};
 }
-std::vector<Out> act_outs(const ActBuffers& a, const PreparedAct& want, size_t n) {
-    return {{"q8", Runner::read(*a.q8, n / 4), want.q8, Word::i8x4},
-            {"d8", Runner::read(*a.d8, n / 32), want.d8, Word::f32},
-            {"lane_products", Runner::read(*a.table, want.table.size()), want.table, Word::f32},
-            {"f16", Runner::read(*a.f16, n / 2), want.f16, Word::f16x2}};
+// With `outputs` (a pipeline of go::act_spec), the outputs left out must still hold the poison.
+std::vector<Out> act_outs(const ActBuffers& a, const PreparedAct& want, size_t n, uint32_t outputs = go::ACT_ALL) {
+    auto or_poison = [&](uint32_t output, const std::vector<uint32_t>& w) {
+        return outputs & output ? w : std::vector<uint32_t>(w.size(), POISON);
+    };
+    const std::vector<uint32_t> d8 = Runner::read(*a.d8, n / 16);
+    return {{"q8", Runner::read(*a.q8, n / 4), or_poison(go::ACT_Q8, want.q8), Word::i8x4},
+            {"d8 scales", every_other(d8, false), or_poison(go::ACT_Q8, every_other(want.d8, false)), Word::f32},
+            {"d8 quant sums", every_other(d8, true), or_poison(go::ACT_Q8, every_other(want.d8, true)), Word::i32},
+            {"lane_products", Runner::read(*a.table, want.table.size()), or_poison(go::ACT_TABLE, want.table), Word::f32},
+            {"f16", Runner::read(*a.f16, n / 2), or_poison(go::ACT_F16, want.f16), Word::f16x2}};
+}
+
+// The pipelines of a kernel that prepares a product's input (go::act_spec) the oracle runs on a
+// case: every output; where `each`, also each output alone (the forward pass's pipelines for a
+// model whose products all read one), with the shape's label for each.
+std::vector<uint32_t> act_pipelines(bool each) {
+    if (!each) return {go::ACT_ALL};
+    return {go::ACT_ALL, go::ACT_TABLE, go::ACT_Q8, go::ACT_F16};
+}
+std::string act_label(uint32_t outputs) {
+    return outputs == go::ACT_TABLE ? ", the table alone" : outputs == go::ACT_Q8 ? ", the quants alone" : outputs == go::ACT_F16 ? ", the f16 pairs alone" : "";
+}
+std::vector<gpu::SpecValue> with_act(std::vector<gpu::SpecValue> spec, uint32_t outputs) {
+    const std::vector<gpu::SpecValue> a = go::act_spec(outputs);
+    spec.insert(spec.end(), a.begin(), a.end());
+    return spec;
 }
 
 // rms_norm_q8: the CPU's residual add and norm, then the quantization of the norm's output as
@@ -458,15 +497,18 @@ void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
             const bool compiled_in = i >= any_rows;
             const auto [residual, x, add, w, xc, y] = norm_row(rng, kind, n);
             const PreparedAct want = prepared(y);
-            gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n);
-            const ActBuffers a = poisoned_act(R, n);
-            double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
-                              go::norm_q8_groups(uint32_t(n)), compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{});
-            std::vector<Out> outs = act_outs(a, want, n);
-            outs.push_back({"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32});
-            outs.push_back({"x", Runner::read(*bx, n), words_of(x), Word::f32});
-            R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + " (" + kind + ")", ms, outs);
-            R.release();
+            // Each output alone: on each row compiled in and on the first of any length.
+            for (uint32_t outputs : act_pipelines((compiled_in || i == 0) && kind == NORM_KINDS[0])) {
+                gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n);
+                const ActBuffers a = poisoned_act(R, n);
+                double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
+                                  go::norm_q8_groups(uint32_t(n)), with_act(compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{}, outputs));
+                std::vector<Out> outs = act_outs(a, want, n, outputs);
+                outs.push_back({"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32});
+                outs.push_back({"x", Runner::read(*bx, n), words_of(x), Word::f32});
+                R.check("rms_norm_q8", "1×" + std::to_string(n) + (compiled_in ? ", the row compiled in" : "") + act_label(outputs) + " (" + kind + ")", ms, outs);
+                R.release();
+            }
         }
 }
 
@@ -541,11 +583,13 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             const PreparedAct want = prepared(x);
             std::vector<float> xin(x_off, 1.0f);
             xin.insert(xin.end(), x.begin(), x.end());
-            gpu::Buffer* bx = R.upload(words_of(xin));
-            const ActBuffers a = poisoned_act(R, n);
-            double ms = R.run("prep_act", {bx, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32));
-            R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms, act_outs(a, want, n));
-            R.release();
+            for (uint32_t outputs : act_pipelines(n == ns[0] && kind == kinds[0])) {
+                gpu::Buffer* bx = R.upload(words_of(xin));
+                const ActBuffers a = poisoned_act(R, n);
+                double ms = R.run("prep_act", {bx, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32), with_act({}, outputs));
+                R.check("prep_act", "1×" + std::to_string(n) + act_label(outputs) + " (" + kind + ")", ms, act_outs(a, want, n, outputs));
+                R.release();
+            }
         }
     // With SwiGLU on the way in (the forward pass's input of the down product): the CPU's swiglu of
     // a gate|up pair, then its quantization.
@@ -559,7 +603,7 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
             const PreparedAct want = prepared(y);
             gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4),
-                        *bd = R.poisoned(n / 32), *bh = R.poisoned(n / 2);
+                        *bd = R.poisoned(n / 16), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
                     {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
@@ -595,30 +639,41 @@ std::vector<uint8_t> random_q2_0(Rng& rng, size_t blocks) {
     return w;
 }
 
+// The largest integer sums: every block's codes all 0 (-1) or all 3 (2), every quant 127 or -128.
+void make_extreme(Rng& rng, std::vector<uint8_t>& w, std::vector<quant::BlockQ8_0>& q8) {
+    for (size_t b = 0; b < w.size() / sizeof(quant::BlockQ2_0); ++b) {
+        auto* blk = reinterpret_cast<quant::BlockQ2_0*>(&w[b * sizeof(quant::BlockQ2_0)]);
+        std::memset(blk->qs, rng() % 2 ? 0xff : 0x00, sizeof blk->qs);
+    }
+    for (quant::BlockQ8_0& blk : q8)
+        for (int8_t& q : blk.qs) q = rng() % 2 ? 127 : -128;
+}
+
 void verify_q2_0(Runner& R, Rng& rng, bool full) {
     std::vector<std::pair<size_t, size_t>> shapes =
         full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}, {2560, 9728}}
              : std::vector<std::pair<size_t, size_t>>{{8, 64}, {37, 640}, {100, 2048}, {37, 4480}, {5, 4288}};
-    for (auto [rows, n] : shapes) {
-        const size_t nb = n / 64;
-        std::vector<uint8_t> w = random_q2_0(rng, rows * nb);
-        std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
-        std::vector<float> want(rows);
-        auto* qw = reinterpret_cast<const quant::BlockQ2_0*>(w.data());
-        for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_q2_0_ref(n, qw + r * nb, q8.data());
-        go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
-        std::vector<uint32_t> qi = quants_packed(q8, n), d8(n / 32);
-        for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
-        // Each pipeline the forward pass may take: the default lanes a row, and those of a wide matrix.
-        for (uint32_t lanes : {go::Q2_0_LANES, go::Q2_0_WIDE_LANES}) {
-            gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
-            double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, go::q2_0_groups(rows, lanes),
-                              go::q2_0_spec(lanes));
-            const std::string how = lanes == go::Q2_0_LANES ? "" : ", " + std::to_string(lanes) + " lanes a row";
-            R.check("q2_0_mat_vec", dims({rows, n}) + how + " (random)", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
-            R.release();
+    for (auto [rows, n] : shapes)
+        for (const char* kind : {"random", "extreme"}) {
+            const size_t nb = n / 64;
+            std::vector<uint8_t> w = random_q2_0(rng, rows * nb);
+            std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
+            if (std::strcmp(kind, "extreme") == 0) make_extreme(rng, w, q8);
+            std::vector<float> want(rows);
+            auto* qw = reinterpret_cast<const quant::BlockQ2_0*>(w.data());
+            for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_q2_0_ref(n, qw + r * nb, q8.data());
+            go::PackedQ2_0 pk = go::pack_q2_0(w.data(), rows, n);
+            std::vector<uint32_t> qi = quants_packed(q8, n), d8 = scales_and_sums(q8, n);
+            // Each pipeline the forward pass may take: the default lanes a row, and those of a wide matrix.
+            for (uint32_t lanes : {go::Q2_0_LANES, go::Q2_0_WIDE_LANES}) {
+                gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(qi), *bd = R.upload(d8), *bo = R.poisoned(rows);
+                double ms = R.run("q2_0_mat_vec", {bs, bc, bq, bd, bo}, {uint32_t(rows), uint32_t(nb)}, go::q2_0_groups(rows, lanes),
+                                  go::q2_0_spec(lanes));
+                const std::string how = lanes == go::Q2_0_LANES ? "" : ", " + std::to_string(lanes) + " lanes a row";
+                R.check("q2_0_mat_vec", dims({rows, n}) + how + " (" + kind + ")", ms, {{"out", Runner::read(*bo, rows), words_of(want), Word::f32}});
+                R.release();
+            }
         }
-    }
 }
 
 // swiglu_q1_0_q8: random Q1_0 gate and up matrices (scales of varying size, subnormal now and then)
@@ -651,12 +706,14 @@ void verify_swiglu_q1_0(Runner& R, Rng& rng, bool full) {
         gpu::kernels::PackedQ1_0 pk = gpu::kernels::pack_q1_0(stacked, 2 * n_ff, n);
         std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
         gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
-        gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products));
-        const ActBuffers a = poisoned_act(R, n_ff);
-        double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
-                          go::swiglu_q1_0_groups(n_ff));
-        R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + " (random)", ms, act_outs(a, want, n_ff));
-        R.release();
+        for (uint32_t outputs : act_pipelines(n_ff == shapes[0].first)) {
+            gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products));
+            const ActBuffers a = poisoned_act(R, n_ff);
+            double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
+                              go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
+            R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
+            R.release();
+        }
     }
 }
 
@@ -679,14 +736,15 @@ void verify_swiglu_q2_0(Runner& R, Rng& rng, bool full) {
         const PreparedAct want = prepared(h);
         const std::vector<uint8_t> stacked = go::stack_gate_up(gate.data(), up.data(), n_ff, row_bytes);
         go::PackedQ2_0 pk = go::pack_q2_0(stacked.data(), 2 * n_ff, n);
-        std::vector<uint32_t> d8(n / 32);
-        for (size_t b = 0; b < n / 32; ++b) d8[b] = fbits(f16_to_f32(q8[b].d));
-        gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)), *bd = R.upload(d8);
-        const ActBuffers a = poisoned_act(R, n_ff);
-        double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
-                          go::swiglu_q1_0_groups(n_ff));
-        R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + " (random)", ms, act_outs(a, want, n_ff));
-        R.release();
+        for (uint32_t outputs : act_pipelines(n_ff == shapes[0].first)) {
+            gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)),
+                        *bd = R.upload(scales_and_sums(q8, n));
+            const ActBuffers a = poisoned_act(R, n_ff);
+            double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
+                              go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
+            R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
+            R.release();
+        }
     }
 }
 
@@ -848,24 +906,27 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
         std::vector<uint32_t> state(go::STATE_ROPE + D, 0);
         state[go::STATE_POS] = uint32_t(n_kv - 1);
         state[go::STATE_NKV] = uint32_t(n_kv);
-        gpu::Buffer *bq = R.upload(words_of(q)), *bk = R.upload(pairs_of(k)), *bv = R.upload(pairs_of(v)), *bst = R.upload(state),
-                    *bsc = R.poisoned(3 * NH * n_ctx);
         const std::vector<uint32_t> push{uint32_t(D), uint32_t(NH), uint32_t(group), layer, uint32_t(n_ctx), fbits(scale)};
-        // A head size the forward pass compiles in runs with that pipeline.
+        // A head size the forward pass compiles in runs with that pipeline; attention_q8's first
+        // case and the first of a head size not compiled in with each output alone as well.
         const std::vector<gpu::SpecValue> spec = go::head_spec(uint32_t(D));
-        const std::string shape = dims({NH, D}) + (spec.empty() ? "" : ", D compiled in") + " over " + std::to_string(n_kv) + " (" + kind + ")";
-        if (!q8) {
-            gpu::Buffer* bo = R.poisoned(NH * D);
-            double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo}, push, uint32_t(NH), spec);
-            R.check("attention", shape, ms, {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
-        } else {
-            const size_t n = NH * D;
-            const PreparedAct want = prepared(out);
-            const ActBuffers a = poisoned_act(R, n);
-            double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, a.table, a.q8, a.d8, a.f16}, push, uint32_t(NH), spec);
-            R.check("attention_q8", shape, ms, act_outs(a, want, n));
+        const std::string shape = dims({NH, D}) + (spec.empty() ? "" : ", D compiled in") + " over " + std::to_string(n_kv);
+        for (uint32_t outputs : act_pipelines(q8 && kind == "random" && (n_kv == 1 || D != 128))) {
+            gpu::Buffer *bq = R.upload(words_of(q)), *bk = R.upload(pairs_of(k)), *bv = R.upload(pairs_of(v)), *bst = R.upload(state),
+                        *bsc = R.poisoned(3 * NH * n_ctx);
+            if (!q8) {
+                gpu::Buffer* bo = R.poisoned(NH * D);
+                double ms = R.run("attention", {bq, bk, bv, bst, bsc, bo}, push, uint32_t(NH), spec);
+                R.check("attention", shape + " (" + kind + ")", ms, {{"out", Runner::read(*bo, NH * D), words_of(out), Word::f32}});
+            } else {
+                const size_t n = NH * D;
+                const PreparedAct want = prepared(out);
+                const ActBuffers a = poisoned_act(R, n);
+                double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, a.table, a.q8, a.d8, a.f16}, push, uint32_t(NH), with_act(spec, outputs));
+                R.check("attention_q8", shape + act_label(outputs) + " (" + kind + ")", ms, act_outs(a, want, n, outputs));
+            }
+            R.release();
         }
-        R.release();
     }
 }
 

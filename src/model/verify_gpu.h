@@ -9,7 +9,8 @@
 //                   squares, zeros, equal values), with and without the residual add
 //   sum_squares     the norm's data (and rows of exact ties), every bit of the double sum
 //   prep_act        zero blocks, ties of x·id, subnormal and huge values, ties of the f16 rounding
-//   q2_0_mat_vec    random weights and scales against the CPU quantizer's Q8_0
+//   q2_0_mat_vec    random weights and scales against the CPU quantizer's Q8_0, and the largest
+//                   integer sums (codes all 0 or all 3, quants 127 or -128)
 //   f16_mat_vec     random rows, and rows of f16 values over the whole exponent range
 //   head_norm_rope  positions 0, 1, 1000, 40000 (the rope table of ops::Rope(D, 1e6)), the queries
 //                   and the key and value words of the cache
