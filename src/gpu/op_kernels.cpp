@@ -815,7 +815,7 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
 // load serves both), so that it holds the sums of outputs 32g..32g+31: h = silu(g)·u, one Q8_0
 // block, quantized as prep_act quantizes it.
 std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
-    Shader s(kn::KERNEL_INVOCATIONS, true, b.fma, b.float_modes);
+    Shader s(SWIGLU_Q2_0_LOCAL, true, b.fma, b.float_modes);
     s.int_dot = b.int_dot;
     Q2Weights w = q2_weights();
     ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8_out"), buffer<K::u32>(6, false, "d8_out"),
@@ -833,7 +833,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     barrier();
     GuardSite site("swiglu quantization");
     auto sd = workgroup<K::f32>(1), sid = workgroup<K::f32>(1);
-    quantize_lanes(ys, u32c(8), g * 8u, t, kn::KERNEL_INVOCATIONS, 8, act, sd, sid);
+    quantize_lanes(ys, u32c(8), g * 8u, t, SWIGLU_Q2_0_LOCAL, 8, act, sd, sid);
     return s.finish();
 }
 
@@ -1464,7 +1464,7 @@ const std::vector<OpKernel>& op_kernels() {
         {"prep_act", 5, 3, 128, prep_act},
         {"swiglu_q1_0_q8", 8, 2, kn::KERNEL_INVOCATIONS, swiglu_q1_0_q8},
         {"q2_0_mat_vec", 5, 2, 256, q2_0_mat_vec},
-        {"swiglu_q2_0_q8", 8, 2, kn::KERNEL_INVOCATIONS, swiglu_q2_0_q8},
+        {"swiglu_q2_0_q8", 8, 2, SWIGLU_Q2_0_LOCAL, swiglu_q2_0_q8},
         {"f16_mat_vec", 3, 2, 256, f16_mat_vec},
         {"head_norm_rope", 6, 8, HEAD_LOCAL, head_norm_rope},
         {"attention", 6, 6, ATT_LOCAL, attention},

@@ -161,7 +161,10 @@ inline uint32_t swiglu_q1_0_groups(size_t n_ff) { return uint32_t((n_ff + 31) / 
 std::vector<uint8_t> stack_gate_up(const uint8_t* gate, const uint8_t* up, size_t n_ff, size_t row_bytes);
 // q2_0_mat_vec's invocations a row: Q2_0_LANES by default (256 / lanes rows a workgroup).
 inline constexpr uint32_t Q2_0_LANES = 32;
+// swiglu_q2_0_q8's invocations a gate|up row pair, and its workgroup: 32 pairs (one Q8_0 block of
+// SwiGLU's output).
 inline constexpr uint32_t SWIGLU_Q2_0_LANES = 8;
+inline constexpr uint32_t SWIGLU_Q2_0_LOCAL = 32 * SWIGLU_Q2_0_LANES;
 inline uint32_t q2_0_groups(size_t rows, uint32_t lanes = Q2_0_LANES) {
     const uint32_t per = 256 / lanes;
     return uint32_t((rows + per - 1) / per);
