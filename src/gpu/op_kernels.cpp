@@ -271,8 +271,10 @@ ActWrites act_writes() {
 // multiple of 8, so blocks are whole). One invocation per block makes its amax (over the block's
 // values in index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L);
 // each invocation then quantizes whole lanes, keeping their quants packed four to a word in
-// workgroup memory; then the table's 16 entries a lane go out in index order across the
-// invocations, so that a warp's stores are contiguous. Every invocation calls it.
+// workgroup memory; then one invocation per block adds its quants (the sum beside the scale), and
+// the table's 16 entries a lane go out in index order across the invocations, so that a warp's
+// stores are contiguous. Only the outputs the pipeline writes (act_writes) are made. Every
+// invocation calls it.
 void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
                     Arr<K::f32>& sd, Arr<K::f32>& sid) {
     const ActWrites writes = act_writes();

@@ -1,6 +1,7 @@
 #include "model/verify_gpu.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -676,6 +677,20 @@ void verify_q2_0(Runner& R, Rng& rng, bool full) {
         }
 }
 
+// A swiglu kernel on one shape (2·n_ff rows of `blocks` blocks) with each pipeline act_pipelines(each)
+// gives: its four inputs uploaded by `inputs`, prep_act's outputs of SwiGLU's output checked.
+void check_swiglu(Runner& R, const char* kernel, size_t n_ff, size_t n, size_t blocks, bool each, const PreparedAct& want,
+                  const std::function<std::array<gpu::Buffer*, 4>()>& inputs) {
+    for (uint32_t outputs : act_pipelines(each)) {
+        const std::array<gpu::Buffer*, 4> in = inputs();
+        const ActBuffers a = poisoned_act(R, n_ff);
+        double ms = R.run(kernel, {in[0], in[1], in[2], in[3], a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(blocks)},
+                          go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
+        R.check(kernel, dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
+        R.release();
+    }
+}
+
 // swiglu_q1_0_q8: random Q1_0 gate and up matrices (scales of varying size, subnormal now and then)
 // and a Q8_0 activation (-128 quants now and then); the CPU's products, ops::swiglu, then the
 // quantization as prepared() makes it.
@@ -706,14 +721,10 @@ void verify_swiglu_q1_0(Runner& R, Rng& rng, bool full) {
         gpu::kernels::PackedQ1_0 pk = gpu::kernels::pack_q1_0(stacked, 2 * n_ff, n);
         std::span<const uint8_t> q8b(reinterpret_cast<const uint8_t*>(q8.data()), q8.size() * sizeof(quant::BlockQ8_0));
         gpu::kernels::PackedAct pa = gpu::kernels::pack_act(q8b, n);
-        for (uint32_t outputs : act_pipelines(n_ff == shapes[0].first)) {
-            gpu::Buffer *bs = R.upload(pk.scales), *bb = R.upload(pk.bits), *bt = R.upload(words_of(pa.lane_products));
-            const ActBuffers a = poisoned_act(R, n_ff);
-            double ms = R.run("swiglu_q1_0_q8", {bs, bb, bt, bt, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
-                              go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
-            R.check("swiglu_q1_0_q8", dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
-            R.release();
-        }
+        check_swiglu(R, "swiglu_q1_0_q8", n_ff, n, nb, n_ff == shapes[0].first, want, [&] {
+            gpu::Buffer* bt = R.upload(words_of(pa.lane_products));
+            return std::array<gpu::Buffer*, 4>{R.upload(pk.scales), R.upload(pk.bits), bt, bt};
+        });
     }
 }
 
@@ -736,15 +747,10 @@ void verify_swiglu_q2_0(Runner& R, Rng& rng, bool full) {
         const PreparedAct want = prepared(h);
         const std::vector<uint8_t> stacked = go::stack_gate_up(gate.data(), up.data(), n_ff, row_bytes);
         go::PackedQ2_0 pk = go::pack_q2_0(stacked.data(), 2 * n_ff, n);
-        for (uint32_t outputs : act_pipelines(n_ff == shapes[0].first)) {
-            gpu::Buffer *bs = R.upload(pk.scales), *bc = R.upload(pk.codes), *bq = R.upload(quants_packed(q8, n)),
-                        *bd = R.upload(scales_and_sums(q8, n));
-            const ActBuffers a = poisoned_act(R, n_ff);
-            double ms = R.run("swiglu_q2_0_q8", {bs, bc, bq, bd, a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(nb)},
-                              go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
-            R.check("swiglu_q2_0_q8", dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
-            R.release();
-        }
+        check_swiglu(R, "swiglu_q2_0_q8", n_ff, n, nb, n_ff == shapes[0].first, want, [&] {
+            return std::array<gpu::Buffer*, 4>{R.upload(pk.scales), R.upload(pk.codes), R.upload(quants_packed(q8, n)),
+                                               R.upload(scales_and_sums(q8, n))};
+        });
     }
 }
 
