@@ -185,6 +185,11 @@ TEST(gpu_op_act_outputs_alone_are_checked) {
     REQUIRE_EQ(s.size(), 1u);
     CHECK_EQ(s[0].id, go::SPEC_ACT_OUTPUTS);
     CHECK_EQ(s[0].value, go::ACT_Q8);
+    const std::vector<gpu::SpecValue> h = go::act_spec(go::ACT_TABLE, go::head_spec(128));  // a shape's values first
+    REQUIRE_EQ(h.size(), 2u);
+    CHECK_EQ(h[0].id, go::SPEC_HEAD_DIM);
+    CHECK_EQ(h[1].id, go::SPEC_ACT_OUTPUTS);
+    CHECK_EQ(h[1].value, go::ACT_TABLE);
     for (const char* k : {"rms_norm_q8", "prep_act", "attention_q8", "swiglu_q1_0_q8", "swiglu_q2_0_q8"}) {
         const std::vector<gpu::kernels::Check> checks = oracle_checks(k);
         size_t table = 0, quants = 0, f16 = 0;

@@ -1415,10 +1415,10 @@ std::vector<SpecValue> q2_0_spec(uint32_t lanes) {
     return {{SPEC_Q2_0_LANES, lanes}};
 }
 
-std::vector<SpecValue> act_spec(uint32_t outputs) {
+std::vector<SpecValue> act_spec(uint32_t outputs, std::vector<SpecValue> shape) {
     if (outputs == 0 || outputs > ACT_ALL) throw Error("act_spec: outputs " + std::to_string(outputs) + " (a mask of 1, 2, 4)");
-    if (outputs == ACT_ALL) return {};
-    return {{SPEC_ACT_OUTPUTS, outputs}};
+    if (outputs != ACT_ALL) shape.push_back({SPEC_ACT_OUTPUTS, outputs});
+    return shape;
 }
 
 std::vector<SpecValue> head_spec(uint32_t D) {

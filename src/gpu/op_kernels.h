@@ -92,8 +92,9 @@ std::vector<SpecValue> q2_0_spec(uint32_t lanes);
 // others unwritten.
 inline constexpr uint32_t SPEC_ACT_OUTPUTS = 4;
 inline constexpr uint32_t ACT_TABLE = 1, ACT_Q8 = 2, ACT_F16 = 4, ACT_ALL = 7;
-// {SPEC_ACT_OUTPUTS, outputs} unless outputs is ACT_ALL (then none).
-std::vector<SpecValue> act_spec(uint32_t outputs);
+// A shape's specialisation values (norm_spec, head_spec; none by default) with
+// {SPEC_ACT_OUTPUTS, outputs} after them unless outputs is ACT_ALL.
+std::vector<SpecValue> act_spec(uint32_t outputs, std::vector<SpecValue> shape = {});
 // A pipeline's specialisation values: the build's, then a shape's (norm_spec, head_spec); and the
 // shape's as a suffix for a pipeline's name in a cache ("/1=8", "" for none).
 std::vector<SpecValue> spec_values(const Build& b, const std::vector<SpecValue>& shape);
@@ -115,15 +116,16 @@ struct OpKernel {
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
 // rms_norm_q8: x (0, read only), add (1), norm weights (2), x_out (3: the first workgroup writes
 // add + x there where residual is 1, x where it is 0), then prep_act's outputs of y: table (4),
-// quants (5), scales and quant sums (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n) workgroups, n a
-// multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
+// quants (5), scales and quant sums (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n)
+// workgroups, n a multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
 // prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants four to a word (2), per Q8_0 block its
-// scale widened (f32 bits) and the sum of its quants (i32) (3), f16 pairs (4); push: n, x_off, gated (1: x is gate|up, n each, and the values are
-// SwiGLU(gate, up) as swiglu computes them). One workgroup per 32 values.
+// scale widened (f32 bits) and the sum of its quants (i32) (3), f16 pairs (4); push: n, x_off,
+// gated (1: x is gate|up, n each, and the values are SwiGLU(gate, up) as swiglu computes them).
+// One workgroup per 32 values.
 // swiglu_q1_0_q8: a Q1_0 layer's gate and up products, then SwiGLU's output into prep_act's outputs:
 // Q1_0 scales (0), bits (1), unused (2), the input's lane-product table (3) (bindings 0-3 as
-// q1_0_mat_vec8), then table (4), quants (5), scales and sums (6), f16 pairs (7) of the output; push: rows
-// (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
+// q1_0_mat_vec8), then table (4), quants (5), scales and sums (6), f16 pairs (7) of the output;
+// push: rows (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
 // workgroups, n_ff a multiple of 32.
 // q2_0_mat_vec: weights as pack_q2_0 lays them out (0: scales, 1: codes), the activation's Q8_0
 // quants four to a word (2) and scales and quant sums (3, prep_act's), out (4); push: rows, blocks.

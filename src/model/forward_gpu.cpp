@@ -113,12 +113,7 @@ struct GpuForward::Impl {
     gpu::Buffer q8, d8;   // its Q8_0 quants (four to a word) and each block's widened scale and quant sum
     gpu::Buffer q8h, d8h; // [n_ff / 4], [n_ff / 16] those of SwiGLU's output (swiglu_q2_0_q8)
     gpu::Buffer act16;    // its f16 rounding, two to a word
-    // Which of those the model's products read (go::act_spec: none where they read all three).
-    std::vector<gpu::SpecValue> act;
-    std::vector<gpu::SpecValue> with_act(std::vector<gpu::SpecValue> spec) const {
-        spec.insert(spec.end(), act.begin(), act.end());
-        return spec;
-    }
+    uint32_t act_outputs = go::ACT_ALL;  // which of those the model's products read (go::act_spec)
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
     gpu::Buffer q;        // [n_head·head_dim] normed, rotated queries
     gpu::Buffer o;        // [n_embd] an output product, added to x by the next norm
@@ -290,14 +285,14 @@ struct GpuForward::Impl {
         }
         if (w.type == quant::Type::Q2_0)
             s.push_back(op("swiglu_q2_0_q8", {&w.a, &w.b, &q8, &d8, &table2, &q8h, &d8h, &act16}, {rows, (uint32_t)(w.cols / 64)},
-                           go::swiglu_q1_0_groups(n_ff), act));
+                           go::swiglu_q1_0_groups(n_ff), go::act_spec(act_outputs)));
         else
             s.push_back(op("swiglu_q1_0_q8", {&w.a, &w.b, &table, &table, &table2, &q8, &d8, &act16}, {rows, (uint32_t)(w.cols / 128)},
-                           go::swiglu_q1_0_groups(n_ff), act));
+                           go::swiglu_q1_0_groups(n_ff), go::act_spec(act_outputs)));
         return true;
     }
     gpu::Step prep(const gpu::Buffer& src, size_t n, bool gated = false) {
-        return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32), act);
+        return op("prep_act", {&src, &table, &q8, &d8, &act16}, {(uint32_t)n, 0, gated ? 1u : 0u}, (uint32_t)(n / 32), go::act_spec(act_outputs));
     }
     gpu::Step norm(uint32_t w_off, bool residual) {
         return op("rms_norm", {&x, &o, &norms, &xn}, {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, 1);
@@ -337,7 +332,7 @@ struct GpuForward::Impl {
         const gpu::Buffer &in = odd ? x2 : x, &out = odd ? x : x2;
         s.push_back(op("rms_norm_q8", {&in, &o, &norms, &out, &table, &q8, &d8, &act16},
                        {(uint32_t)hp.n_embd, w_off, fbits(hp.rms_eps), residual ? 1u : 0u}, go::norm_q8_groups((uint32_t)hp.n_embd),
-                       with_act(go::norm_spec((uint32_t)hp.n_embd))));
+                       go::act_spec(act_outputs, go::norm_spec((uint32_t)hp.n_embd))));
     }
 };
 
@@ -454,12 +449,11 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         layer_bytes = std::max(layer_bytes, b);
     }
     d.warm = layer_bytes <= Impl::WARM_LAYER_BYTES;
-    uint32_t reads = card_type(d.out_w.type).reads;
-    for (size_t l = 0; l < L; ++l)
-        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]}) reads |= card_type(w->type).reads;
-    d.act = go::act_spec(reads);
     if (const char* e = std::getenv("BANKML_GPU_PREFETCH"); e && (std::string(e) == "0" || std::string(e) == "1")) d.warm = *e == '1';
     if (d.warm) d.warm_sink = zeroed(4);
+    d.act_outputs = card_type(d.out_w.type).reads;
+    for (size_t l = 0; l < L; ++l)
+        for (const CardMatrix* w : {&d.qkv_w[l], &d.wo_w[l], &d.gu_w[l], &d.down_w[l]}) d.act_outputs |= card_type(w->type).reads;
 
     // The token, recorded once per build.
     const float scale = 1.0f / sqrtf((float)D);
@@ -481,7 +475,7 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
         // Attention's output goes straight into the output product's input.
         s.push_back(d.op("attention_q8", {&d.q, &d.kc, &d.vc, &d.state, &d.scratch, &d.table, &d.q8, &d.d8, &d.act16},
                          {(uint32_t)D, (uint32_t)NH, (uint32_t)(NH / NKV), (uint32_t)(l * layer_words), (uint32_t)C, fbits(scale)},
-                         (uint32_t)NH, d.with_act(go::head_spec((uint32_t)D))));
+                         (uint32_t)NH, go::act_spec(d.act_outputs, go::head_spec((uint32_t)D))));
         d.warm_l2(s, d.wo_w[l]);
         s.push_back(d.product(d.wo_w[l], d.o));
         d.norm_prep(s, offs[l].ffn, true);

@@ -476,11 +476,6 @@ std::vector<uint32_t> act_pipelines(bool each) {
 std::string act_label(uint32_t outputs) {
     return outputs == go::ACT_TABLE ? ", the table alone" : outputs == go::ACT_Q8 ? ", the quants alone" : outputs == go::ACT_F16 ? ", the f16 pairs alone" : "";
 }
-std::vector<gpu::SpecValue> with_act(std::vector<gpu::SpecValue> spec, uint32_t outputs) {
-    const std::vector<gpu::SpecValue> a = go::act_spec(outputs);
-    spec.insert(spec.end(), a.begin(), a.end());
-    return spec;
-}
 
 // rms_norm_q8: the CPU's residual add and norm, then the quantization of the norm's output as
 // prepared() makes it, across several workgroups (a last one with a shorter span: 1056 and 4320
@@ -503,7 +498,7 @@ void verify_rms_norm_q8(Runner& R, Rng& rng, bool full) {
                 gpu::Buffer *bx = R.upload(words_of(x)), *ba = R.upload(words_of(add)), *bw = R.upload(words_of(w)), *bxo = R.poisoned(n);
                 const ActBuffers a = poisoned_act(R, n);
                 double ms = R.run("rms_norm_q8", {bx, ba, bw, bxo, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), w_off, fbits(eps), residual ? 1u : 0u},
-                                  go::norm_q8_groups(uint32_t(n)), with_act(compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{}, outputs));
+                                  go::norm_q8_groups(uint32_t(n)), go::act_spec(outputs, compiled_in ? go::norm_spec(uint32_t(n)) : std::vector<gpu::SpecValue>{}));
                 std::vector<Out> outs = act_outs(a, want, n, outputs);
                 outs.push_back({"x_out", Runner::read(*bxo, n), words_of(xc), Word::f32});
                 outs.push_back({"x", Runner::read(*bx, n), words_of(x), Word::f32});
@@ -587,7 +582,7 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             for (uint32_t outputs : act_pipelines(n == ns[0] && kind == kinds[0])) {
                 gpu::Buffer* bx = R.upload(words_of(xin));
                 const ActBuffers a = poisoned_act(R, n);
-                double ms = R.run("prep_act", {bx, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32), with_act({}, outputs));
+                double ms = R.run("prep_act", {bx, a.table, a.q8, a.d8, a.f16}, {uint32_t(n), x_off, 0u}, uint32_t(n / 32), go::act_spec(outputs));
                 R.check("prep_act", "1×" + std::to_string(n) + act_label(outputs) + " (" + kind + ")", ms, act_outs(a, want, n, outputs));
                 R.release();
             }
@@ -685,7 +680,7 @@ void check_swiglu(Runner& R, const char* kernel, size_t n_ff, size_t n, size_t b
         const std::array<gpu::Buffer*, 4> in = inputs();
         const ActBuffers a = poisoned_act(R, n_ff);
         double ms = R.run(kernel, {in[0], in[1], in[2], in[3], a.table, a.q8, a.d8, a.f16}, {uint32_t(2 * n_ff), uint32_t(blocks)},
-                          go::swiglu_q1_0_groups(n_ff), with_act({}, outputs));
+                          go::swiglu_q1_0_groups(n_ff), go::act_spec(outputs));
         R.check(kernel, dims({2 * n_ff, n}) + act_label(outputs) + " (random)", ms, act_outs(a, want, n_ff, outputs));
         R.release();
     }
@@ -928,7 +923,7 @@ void verify_attention(Runner& R, Rng& rng, bool full, bool q8) {
                 const size_t n = NH * D;
                 const PreparedAct want = prepared(out);
                 const ActBuffers a = poisoned_act(R, n);
-                double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, a.table, a.q8, a.d8, a.f16}, push, uint32_t(NH), with_act(spec, outputs));
+                double ms = R.run("attention_q8", {bq, bk, bv, bst, bsc, a.table, a.q8, a.d8, a.f16}, push, uint32_t(NH), go::act_spec(outputs, spec));
                 R.check("attention_q8", shape + act_label(outputs) + " (" + kind + ")", ms, act_outs(a, want, n, outputs));
             }
             R.release();
