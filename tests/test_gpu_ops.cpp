@@ -497,6 +497,19 @@ TEST(gpu_op_corrupted_output_refused_for_each_kernel) {
     CHECK_THROWS(model::verify_ops(*test_gpu(), {}, [] { model::VerifyOpsOptions o; o.only = "nonsense"; return o; }()), "no kernel named nonsense");
 }
 
+// The quantizers round x·id to even by adds (shader::round_even), never by the driver's RoundEven:
+// lavapipe's rounds some ties toward zero (1.5 to 1), which the "rounding ties" case above shows.
+TEST(gpu_op_modules_round_without_the_drivers_round_even) {
+    size_t ext = 0;
+    for (const auto& [name, w] : model::op_modules())
+        for (size_t i = 5; i < w.size() && (w[i] >> 16); i += w[i] >> 16)
+            if ((w[i] & 0xffffu) == gpu::spirv::OpExtInst) {
+                ++ext;
+                if (!CHECK(w[i + 4] != gpu::spirv::GlslRoundEven)) std::printf("    %s\n", name.c_str());
+            }
+    CHECK_GT(ext, 0u);  // (the scan sees the other GLSL instructions the kernels use)
+}
+
 TEST(gpu_op_modules_pass_spirv_val) {
     auto mods = model::op_modules();
     // Both Fma paths of every kernel, each plain, soft and guarded, the Q2_0 kernels with the

@@ -287,7 +287,7 @@ F32 f32(F64 x) {
     F64 a = f64_bits(uvec2(lo(xb), hi(xb) & 0x7fffffffu));
     Bool small = a < f64c(0x1p-126);
     F64 q = a * f64c(0x1p149);
-    F64 r(ext(type(K::f64), GlslRoundEven, {q.id}));
+    F64 r = round_even(q);
     U32 m(op(OpConvertFToU, type(K::u32), {r.id}));
     return select(small, f32_bits(sign | m), hw);
 }
@@ -341,9 +341,23 @@ F32 fmax(F32 a, F32 b) {
     if (soft()) return select(is_nan(a) || b > a, b, a);
     return F32(ext(type(K::f32), GlslFMax, {a.id, b.id}));
 }
+// Rounded to an integer, ties to even, by the adds' own rounding: below 2^p (p + 1 bits of
+// mantissa) |x| + 2^p has its last place at 1, so (|x| + 2^p) - 2^p is |x| rounded to nearest
+// even (the subtraction exact); from 2^p on, x is an integer (or not finite) already. The sign is
+// put back from x (-0.3 gives -0). Not GLSL's RoundEven: lavapipe's rounds some ties toward zero
+// (1.5 to 1), and the oracle would refuse a card whose did.
+F64 round_even(F64 x) {
+    F64 a = f64_bits(uvec2(lo(bits(x)), hi(bits(x)) & 0x7fffffffu));
+    F64 r = (a + f64c(0x1p52)) - f64c(0x1p52);
+    F64 m = select(a < f64c(0x1p52), r, a);
+    return f64_bits(uvec2(lo(bits(m)), hi(bits(m)) | (hi(bits(x)) & 0x80000000u)));
+}
 F32 round_even(F32 x) {
-    if (soft()) return f32(F64(ext(type(K::f64), GlslRoundEven, {f64(x).id})));
-    return F32(ext(type(K::f32), GlslRoundEven, {x.id}));
+    if (soft()) return f32(round_even(f64(x)));
+    F32 a = fabs(x);
+    F32 r = (a + f32c(0x1p23f)) - f32c(0x1p23f);
+    F32 m = select(a < f32c(0x1p23f), r, a);
+    return f32_bits(bits(m) | (bits(x) & 0x80000000u));
 }
 Bool is_nan(F32 x) {
     if (soft()) return (bits(x) & 0x7fffffffu) > 0x7f800000u;

@@ -229,7 +229,9 @@ U32 bit_field(U32 x, uint32_t offset, uint32_t count);
 I32 dot4_i8(U32 a, U32 b);
 F32 fabs(F32 x);
 F32 fmax(F32 a, F32 b);
+// Rounded to an integer, ties to even (x's sign kept), from adds alone (shader.cpp says why).
 F32 round_even(F32 x);
+F64 round_even(F64 x);
 Bool is_nan(F32 x);
 
 // Function variables (placed at the start of main, as SPIR-V requires).
