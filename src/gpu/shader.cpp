@@ -347,15 +347,19 @@ F32 fmax(F32 a, F32 b) {
 // put back from x (-0.3 gives -0). Not GLSL's RoundEven: lavapipe's rounds some ties toward zero
 // (1.5 to 1), and the oracle would refuse a card whose did.
 F64 round_even(F64 x) {
-    F64 a = f64_bits(uvec2(lo(bits(x)), hi(bits(x)) & 0x7fffffffu));
+    UVec2 xb = bits(x);
+    F64 a = f64_bits(uvec2(lo(xb), hi(xb) & 0x7fffffffu));
     F64 r = (a + f64c(0x1p52)) - f64c(0x1p52);
-    F64 m = select(a < f64c(0x1p52), r, a);
-    return f64_bits(uvec2(lo(bits(m)), hi(bits(m)) | (hi(bits(x)) & 0x80000000u)));
+    UVec2 m = bits(select(a < f64c(0x1p52), r, a));
+    return f64_bits(uvec2(lo(m), hi(m) | (hi(xb) & 0x80000000u)));
 }
 F32 round_even(F32 x) {
     if (soft()) return f32(round_even(f64(x)));
     F32 a = fabs(x);
-    F32 r = (a + f32c(0x1p23f)) - f32c(0x1p23f);
+    F32 r = [&] {
+        Unguarded ug;  // (never subnormal: the sum is at least 2^23, the difference an integer)
+        return (a + f32c(0x1p23f)) - f32c(0x1p23f);
+    }();
     F32 m = select(a < f32c(0x1p23f), r, a);
     return f32_bits(bits(m) | (bits(x) & 0x80000000u));
 }
