@@ -15,7 +15,7 @@ namespace bt {
 
 using Clock = std::chrono::steady_clock;
 
-ServeProc::ServeProc(const std::vector<std::string>& args) {
+ServeProc::ServeProc(const std::vector<std::string>& args, int ready_s) {
     err_path_ = temp_dir() + "/serve.err";
     std::vector<std::string> argv = {bankml_bin(), "serve", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
@@ -32,9 +32,7 @@ ServeProc::ServeProc(const std::vector<std::string>& args) {
         ::_exit(127);
     }
     pid_ = p;
-    // A server that verifies the card first (lavapipe's kernels, under the sanitizers) can take
-    // half a minute before it listens.
-    auto deadline = Clock::now() + std::chrono::seconds(60);
+    auto deadline = Clock::now() + std::chrono::seconds(ready_s);
     while (Clock::now() < deadline && port_ == 0) {
         std::string e = err();
         size_t at = e.find("listening on http://127.0.0.1:");

@@ -12,8 +12,9 @@ namespace bt {
 
 class ServeProc {
 public:
-    // Starts `bankml serve ARGS --port 0` and waits (at most 20 s) until /health answers 200.
-    explicit ServeProc(const std::vector<std::string>& args);
+    // Starts `bankml serve ARGS --port 0` and waits (at most ready_s seconds) until /health
+    // answers 200.
+    explicit ServeProc(const std::vector<std::string>& args, int ready_s = 60);
     ~ServeProc();
     bool ok() const { return port_ > 0; }
     int port() const { return port_; }

@@ -658,8 +658,11 @@ TEST(serve_chat_page_streams_a_reply_in_headless_chromium) {
 
 TEST(serve_usage_reports_what_the_card_does) {
     setenv("BANKML_GPU_ALLOW_SOFTWARE", "1", 1);  // the test card (lavapipe where there is no other)
-    ServeProc s({"-m", tiny(), "-t", "1", "-c", "128"});
+    // The server verifies every kernel on the card before it is ready: on lavapipe under the
+    // sanitizers on a slow machine that takes minutes.
+    ServeProc s({"-m", tiny(), "-t", "1", "-c", "128"}, 900);
     unsetenv("BANKML_GPU_ALLOW_SOFTWARE");
+    if (!s.ok()) std::fprintf(stderr, "    the server's stderr: %s\n", s.err().c_str());
     REQUIRE(s.ok());
     int st = 0;
     json::Value r = s.post_json("/v1/completions", R"({"prompt":[1,2,3],"max_tokens":4,"temperature":0})", &st);
