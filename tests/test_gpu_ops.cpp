@@ -306,7 +306,7 @@ TEST(gpu_op_prep_act_bit_exact) {
     bit_exact("prep_act", {"random", "zero blocks", "rounding ties", "subnormal", "huge", "f16 ties"});
 }
 TEST(gpu_op_swiglu_q1_0_q8_bit_exact) { bit_exact("swiglu_q1_0_q8", {"random"}); }
-TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random", "extreme"}); }
+TEST(gpu_op_q2_0_mat_vec_bit_exact) { bit_exact("q2_0_mat_vec", {"random", "extreme", "tiny"}); }
 TEST(gpu_op_swiglu_q2_0_q8_bit_exact) { bit_exact("swiglu_q2_0_q8", {"random"}); }
 // A card without the packed 8-bit dot product sums a block's products in integer steps: the same
 // bits (the card under test may have the instruction: its build is forced to the steps here).

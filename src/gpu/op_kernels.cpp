@@ -704,6 +704,14 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // below 128, so it is 16·c as j = 2's is), and the packed 8-bit dot product sums four bytes at
 // once: three sums of exact multiples of 1, 4 and 16, shifted back exactly. Integer sums are
 // exact in any order.
+//
+// The float steps run as plain f32 in every build (PlainF32), since none of their values can be
+// subnormal: d1 is an f16 scale widened (0 or at least 2^-24) and |si| < 2^13, so d1·si is exact
+// and sumi, a sum of two multiples of 2^-24, is 0 or at least 2^-24; d0·sumi is then 0 or at least
+// 2^-48 in magnitude, a multiple of 2^-71 once rounded, and so is every partial sum of the row (a
+// sum of multiples of 2^-71 is one, and rounding it to 24 bits keeps it one). Only a NaN (an inf
+// or NaN scale) could differ from x86's, and a NaN reaches the row's sum, which the caller checks
+// once (guard_load).
 constexpr uint32_t Q2_CHUNK = 64;  // blocks of a row whose products a workgroup holds at once
 constexpr uint32_t Q2_AHEAD = 2;   // blocks an invocation loads before the first of them is used
 constexpr uint32_t Q2_SUM_AHEAD = 4;  // products the serial sum loads at a time
@@ -719,6 +727,7 @@ struct Q2Weights {
 // invocations t < slots (row slot t's sums, slots at most max_slots); every invocation calls it.
 std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32 blocks, U32 t, U32 lane, U32 slot,
                            U32 lanes, U32 slots, uint32_t max_slots) {
+    PlainF32 plain;
     const size_t P = rows.size();
     std::vector<Arr<K::f32>> prod;                         // (block of the chunk, row slot)
     std::vector<Var<K::f32>> sumf;
@@ -805,7 +814,7 @@ std::vector<uint32_t> q2_0_mat_vec(const Build& b) {
     U32 row_raw = first_row + slot;
     U32 row = select(row_raw < rows, row_raw, u32c(0));
     F32 sum = q2_0_sums(w, {row}, blocks, t, lane, slot, lanes, per, 256 / Q2_0_WIDE_LANES)[0];
-    if_(t < per && first_row + t < rows, [&] { out.set(first_row + t, sum); });
+    if_(t < per && first_row + t < rows, [&] { out.set(first_row + t, guard_load(sum)); });
     return s.finish();
 }
 
@@ -830,7 +839,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     std::vector<F32> gu = q2_0_sums(w, {g * 64u + slot, g * 64u + 32u + slot}, blocks, t, lane, slot, u32c(SWIGLU_Q2_0_LANES), u32c(32), 32);
     {
         GuardSite site("swiglu");
-        if_(t < 32u, [&] { ys.set(t, swiglu_one(gu[0], gu[1])); });
+        if_(t < 32u, [&] { ys.set(t, swiglu_one(guard_load(gu[0]), guard_load(gu[1]))); });
     }
     barrier();
     GuardSite site("swiglu quantization");

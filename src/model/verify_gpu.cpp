@@ -645,16 +645,31 @@ void make_extreme(Rng& rng, std::vector<uint8_t>& w, std::vector<quant::BlockQ8_
         for (int8_t& q : blk.qs) q = rng() % 2 ? 127 : -128;
 }
 
+// The smallest products: every weight scale an f16 subnormal and every activation block's Q8_0
+// scale one too (values near 2^-17), so that block products come down to about 2^-48 and the
+// row's sums cancel further: where a card that flushes subnormals would differ if any step's value
+// could be subnormal (the products run as plain f32 on such a card).
+void make_tiny(Rng& rng, std::vector<uint8_t>& w, std::vector<quant::BlockQ8_0>& q8, size_t n) {
+    for (size_t b = 0; b < w.size() / sizeof(quant::BlockQ2_0); ++b) {
+        auto* blk = reinterpret_cast<quant::BlockQ2_0*>(&w[b * sizeof(quant::BlockQ2_0)]);
+        blk->d = uint16_t((1 + rng() % 1023) | (rng() % 2 ? 0x8000u : 0u));
+    }
+    std::vector<float> x(n);
+    for (float& v : x) v = std::ldexp(normal(rng), -17);
+    quant::quantize_row_q8_0(x.data(), q8.data(), n);
+}
+
 void verify_q2_0(Runner& R, Rng& rng, bool full) {
     std::vector<std::pair<size_t, size_t>> shapes =
         full ? std::vector<std::pair<size_t, size_t>>{{64, 128}, {2048, 2048}, {4096, 4096}, {12288, 4096}, {4096, 12288}, {9728, 2560}, {2560, 9728}}
              : std::vector<std::pair<size_t, size_t>>{{8, 64}, {37, 640}, {100, 2048}, {37, 4480}, {5, 4288}};
     for (auto [rows, n] : shapes)
-        for (const char* kind : {"random", "extreme"}) {
+        for (const char* kind : {"random", "extreme", "tiny"}) {
             const size_t nb = n / 64;
             std::vector<uint8_t> w = random_q2_0(rng, rows * nb);
             std::vector<quant::BlockQ8_0> q8 = activation_q8(rng, n);
             if (std::strcmp(kind, "extreme") == 0) make_extreme(rng, w, q8);
+            if (std::strcmp(kind, "tiny") == 0) make_tiny(rng, w, q8, n);
             std::vector<float> want(rows);
             auto* qw = reinterpret_cast<const quant::BlockQ2_0*>(w.data());
             for (size_t r = 0; r < rows; ++r) want[r] = quant::vec_dot_q2_0_ref(n, qw + r * nb, q8.data());
