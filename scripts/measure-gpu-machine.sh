@@ -43,7 +43,7 @@ if has verify; then
 fi
 
 if has check; then
-  for mt in 1.7b:q1_0 8b:q1_0 1.7b:q2_0 1.7b:f16; do
+  for mt in 1.7b:q1_0 8b:q1_0 1.7b:q2_0 8b:q2_0 1.7b:f16; do
     m=$(model "${mt%%:*}" "${mt##*:}") || { log "synth $mt failed"; continue; }
     toks=17,300,5,999,42,42,42,7
     BANKML_GPU=off "$bin" run -m "$m" --tokens $toks -n 64 --logits "$out/cpu.f32" >"$out/cpu-ids.txt" 2>/dev/null
@@ -55,7 +55,7 @@ if has check; then
 fi
 
 if has speed; then
-  for mt in 8b:q1_0 1.7b:q1_0 1.7b:q2_0; do
+  for mt in 8b:q1_0 1.7b:q1_0 1.7b:q2_0 8b:q2_0; do
     m=$(model "${mt%%:*}" "${mt##*:}") || continue
     log "bench $mt"
     "$bin" bench -m "$m" -p 0 -n 128 -r 2 --gpu on 2>&1 | tail -3 | tee -a "$out/summary.txt"
