@@ -658,3 +658,44 @@ TEST(gpu_guarded_fma_passes_exact_cancellations_and_flags_subnormal_results) {
     // A zero from a subnormal addend and a zero product.
     CHECK(flagged({0.0f}, {1.0f}, {0x1p-140f}));
 }
+
+// The guarded Q2_0 product checks its float steps only at the row's sum: a row with an infinite or
+// NaN scale (its codes all 1, so that inf·0 makes a NaN) raises the flag, and rows of ordinary
+// scales around it give their values unflagged.
+TEST(gpu_op_q2_0_mat_vec_guarded_flags_a_nan_row) {
+    gpu::Gpu* g = test_gpu();
+    gpu::ops::Build b = card_build(*g);
+    b.float_modes = (b.float_modes & ~uint32_t(gpu::shader::DENORM32)) | gpu::shader::SOFT_F32;
+    const gpu::ops::Build gb = gpu::ops::guarded(b);
+    REQUIRE(gpu::ops::has_guard(gb));
+    const gpu::ops::OpKernel& k = gpu::ops::op_kernel("q2_0_mat_vec");
+    gpu::Pipeline p = g->pipeline(k.build(gb), gpu::ops::bindings(k, gb), k.push_words * 4, gpu::ops::spec_values(gb));
+    const uint32_t rows = 8, n = 128, nb = n / 64;
+    // The activation: every quant 1 (four to a word), every Q8_0 scale 1 with its quant sum 32.
+    const std::vector<uint32_t> q8(size_t(nb) * 16, 0x01010101u);
+    std::vector<uint32_t> d8;
+    for (uint32_t i = 0; i < nb; ++i) d8.insert(d8.end(), {std::bit_cast<uint32_t>(1.0f), 32u, std::bit_cast<uint32_t>(1.0f), 32u});
+    auto flagged = [&](uint16_t special, float& row0) {
+        std::vector<quant::BlockQ2_0> w(size_t(rows) * nb);
+        for (size_t i = 0; i < w.size(); ++i) {
+            w[i].d = i / nb == 3 ? special : 0x3c00;   // row 3 special, the others 1.0
+            std::memset(w[i].qs, i / nb == 3 ? 0x55 : 0xaa, sizeof w[i].qs);  // codes 1 (c - 1 = 0), 2 (1)
+        }
+        const gpu::ops::PackedQ2_0 pk = gpu::ops::pack_q2_0(reinterpret_cast<const uint8_t*>(w.data()), rows, n);
+        gpu::Buffer S = g->upload<uint32_t>(pk.scales), C = g->upload<uint32_t>(pk.codes), Q = g->upload<uint32_t>(q8),
+                    D = g->upload<uint32_t>(d8), O = g->readback_buffer(rows * 4), F = g->readback_buffer(gpu::shader::GUARD_FLAG_WORDS * 4);
+        const std::vector<uint32_t> zero(gpu::shader::GUARD_FLAG_WORDS, 0);
+        g->write_bytes(F, zero.data(), zero.size() * 4);
+        const gpu::Buffer* bufs[] = {&S, &C, &Q, &D, &O, &F};
+        g->run(p, bufs, std::vector<uint32_t>{rows, nb}, gpu::ops::q2_0_groups(rows));
+        uint32_t f = 0;
+        std::memcpy(&f, F.mapped, 4);
+        std::memcpy(&row0, O.mapped, 4);
+        for (gpu::Buffer* x : {&S, &C, &Q, &D, &O, &F}) g->free(*x);
+        return f != 0;
+    };
+    float row0 = 0.0f;
+    CHECK(!flagged(0x3c00, row0));
+    CHECK_EQ(row0, 128.0f);  // every value's code 2 (c - 1 = 1) times quant 1, scales 1
+    for (uint16_t special : {uint16_t(0x7c00), uint16_t(0xfc00), uint16_t(0x7e00)}) CHECK(flagged(special, row0));
+}
