@@ -925,10 +925,17 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
     U32 w_off = select(is_q, qn, kn);
     auto xs = workgroup<K::f32>(HEAD_MAX);
     auto sq = workgroup<K::f32>(HEAD_MAX);
+    // The norm's weights and the rope table, loaded beside the head (one wait for all three)
+    // rather than each after the step before it.
+    auto ws = workgroup<K::f32>(HEAD_MAX);
+    auto rt = workgroup<K::u32>(HEAD_MAX);
     ChainScratch cs = chain_scratch(HEAD_LOCAL, HEAD_MAX);
+    U32 pos = state[u32c(STATE_POS)];
     auto part = var(f64c(0.0));
     for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) {
         F32 v = qkv[src + i];
+        ws.set(i, w[w_off + i]);
+        rt.set(i, state[u32c(STATE_ROPE) + i]);
         F32 q = v * v;
         xs.set(i, v);
         sq.set(i, q);
@@ -938,11 +945,10 @@ std::vector<uint32_t> head_norm_rope(const Build& b) {
     F32 scale = div_exact(f32c(1.0f), sqrt_exact(ordered_mean(sq, D, part.get(), t, HEAD_LOCAL, HEAD_MAX / HEAD_LOCAL, HEAD_MAX, cs) + eps));
     U32 half = D >> 1u;
     auto ys = workgroup<K::f32>(HEAD_MAX);
-    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) { ys.set(i, (xs[i] * scale) * w[w_off + i]); });
+    for_(t, D, u32c(HEAD_LOCAL), [&](U32 i) { ys.set(i, (xs[i] * scale) * ws[i]); });
     barrier();
-    U32 pos = state[u32c(STATE_POS)];
     for_(t, half, u32c(HEAD_LOCAL), [&](U32 i) {
-        F32 c = f32_bits(state[u32c(STATE_ROPE) + i * 2u]), sn = f32_bits(state[u32c(STATE_ROPE) + i * 2u + 1u]);
+        F32 c = f32_bits(rt[i * 2u]), sn = f32_bits(rt[i * 2u + 1u]);
         F32 x0 = ys[i], x1 = ys[i + half];
         F32 r0 = fma_f32(x0, c, -(x1 * sn));
         F32 r1 = fma_f32(x0, sn, x1 * c);
