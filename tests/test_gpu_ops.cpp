@@ -288,14 +288,45 @@ TEST(gpu_op_rms_norm_q8_is_rms_norm_then_prep_act) {
             for (size_t i = 0; i < count; ++i) equal += a[i] == e[i];
             return CHECK_EQ(equal, upto) && std::equal(a.begin(), a.begin() + long(upto), e.begin());
         };
-        same(qq, rq, n / 4, done / 4);
         same(qd, rd, 2 * blocks, done / 16);  // a scale and a quant sum a block
         same(qt, rt, table, done / 32 * 128);
         same(qh, rh, n / 2, done / 2);
-        if (gs < groups) CHECK_EQ(words(qq, n / 4)[n / 4 - 1], 0x7fbadbadu);
+        // The quants where q8_word puts them: the spans that ran as the pair's, the others the poison.
+        const std::vector<uint32_t> got = words(qq, gpu::ops::q8_words(n)), want = words(rq, gpu::ops::q8_words(n));
+        size_t wrong = 0, poison = 0;
+        for (size_t w = 0; w < n / 4; ++w) {
+            const size_t at = gpu::ops::q8_word(w, n);
+            wrong += got[at] != (w < done / 4 ? want[at] : 0x7fbadbadu);
+            poison += got[at] == 0x7fbadbadu;
+        }
+        CHECK_EQ(wrong, 0u);
+        CHECK_EQ(poison, size_t(n - done) / 4);
     }
     CHECK(std::memcmp(live[rx].mapped, x.data(), n * 4) != 0);  // the residual was added
     for (gpu::Buffer& bb : live) g->free(bb);
+}
+
+// The activation's quants by word group: every word of n values has a place of its own inside
+// q8_words(n); a row's lanes, a block each, find group g of consecutive blocks in consecutive
+// 16-byte pieces; a block's four words of a group stay together, in order.
+TEST(gpu_op_q8_word_puts_each_blocks_group_together) {
+    for (size_t n : {64u, 128u, 1056u, 2048u, 6144u}) {
+        const size_t nb = gpu::ops::q8_blocks(n), words = gpu::ops::q8_words(n);
+        CHECK_EQ(words, nb * 16);
+        std::vector<int> seen(words, 0);
+        for (size_t w = 0; w < n / 4; ++w) {
+            const size_t at = gpu::ops::q8_word(w, n);
+            REQUIRE(at < words);
+            ++seen[at];
+            const size_t blk = w / 16, g = w / 4 % 4, j = w % 4;
+            if (j == 0) CHECK_EQ(at % 4, 0u);                                          // a group is one aligned 16-byte load
+            if (j < 3 && w + 1 < n / 4) CHECK_EQ(gpu::ops::q8_word(w + 1, n), at + 1);  // its words in order
+            if (blk + 1 < nb && w + 16 < n / 4) CHECK_EQ(gpu::ops::q8_word(w + 16, n), at + 4);  // the next block's group next
+            if (blk == 0 && j == 0) CHECK_EQ(at, g * nb * 4);                           // group g after every block's group g - 1
+        }
+        CHECK_EQ(size_t(std::count(seen.begin(), seen.end(), 1)), n / 4);
+        CHECK_EQ(size_t(std::count(seen.begin(), seen.end(), 0)), words - n / 4);
+    }
 }
 
 TEST(gpu_op_sum_squares_bit_exact) {

@@ -244,14 +244,18 @@ I32 q8_quant(F32 x, F32 id) {
 }
 
 // Where prep_act's outputs go: the Q1_0 lane-product table, the Q8_0 quants (four to a word, in
-// order from the low byte), each block's scale (f32 bits) and quant sum (i32) side by side, the
-// f16 pairs.
+// order from the low byte, the words laid out as q8_word lays them), each block's scale (f32 bits)
+// and quant sum (i32) side by side, the f16 pairs.
 struct ActOut {
     Arr<K::f32> table;
     Arr<K::u32> q8;
     Arr<K::u32> d8;
     Arr<K::u32> h16;
 };
+
+// Where the word of quants 4w..4w+3 goes, of an activation of nb blocks of 64 (q8_word).
+U32 q8_at(U32 w, U32 nb) { return ((((w >> 2u) & 3u) * nb + (w >> 4u)) << 2u) + (w & 3u); }
+U32 q8_blocks(U32 n) { return (n + 63u) >> 6u; }
 
 // The sum of a word's four signed bytes.
 I32 byte_sum(U32 w) { return dot4_i8(w, u32c(0x01010101u)); }
@@ -268,14 +272,14 @@ ActWrites act_writes() {
 
 // prep_act's outputs for `lanes` lanes (four values of a 32-value block each, at most max_lanes)
 // whose values a workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a
-// multiple of 8, so blocks are whole). One invocation per block makes its amax (over the block's
+// multiple of 8, so blocks are whole), of an activation of nb blocks of 64. One invocation per block makes its amax (over the block's
 // values in index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L);
 // each invocation then quantizes whole lanes, keeping their quants packed four to a word in
 // workgroup memory; then one invocation per block adds its quants (the sum beside the scale), and
 // the table's 16 entries a lane go out in index order across the invocations, so that a warp's
 // stores are contiguous. Only the outputs the pipeline writes (act_writes) are made. Every
 // invocation calls it.
-void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
+void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 nb, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
                     Arr<K::f32>& sd, Arr<K::f32>& sid) {
     const ActWrites writes = act_writes();
     const uint32_t rounds = (max_lanes + L - 1) / L;
@@ -307,7 +311,7 @@ void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 t, uint32_t 
             q[k] = q8_quant(v[k], id);
         }
         packed[r] = (as_u32(q[0]) & 0xffu) | ((as_u32(q[1]) & 0xffu) << 8u) | ((as_u32(q[2]) & 0xffu) << 16u) | (as_u32(q[3]) << 24u);
-        if_(in[r] && writes.q8, [&] { o.q8.set(lane, packed[r]); });
+        if_(in[r] && writes.q8, [&] { o.q8.set(q8_at(lane, nb), packed[r]); });
         if_(in[r] && writes.f16, [&] {
             o.h16.set(lane * 2u, f16_bits(v[0]) | (f16_bits(v[1]) << 16u));
             o.h16.set(lane * 2u + 1u, f16_bits(v[2]) | (f16_bits(v[3]) << 16u));
@@ -534,7 +538,7 @@ std::vector<uint32_t> rms_norm_q8(const Build& b) {
     barrier();
     GuardSite site("rms_norm quantization");
     auto sd = workgroup<K::f32>(NORM_Q8_SPAN / 32), sid = workgroup<K::f32>(NORM_Q8_SPAN / 32);
-    quantize_lanes(ys, len >> 2u, first >> 2u, t, NORM_LOCAL, NORM_Q8_SPAN / 4, act, sd, sid);
+    quantize_lanes(ys, len >> 2u, first >> 2u, q8_blocks(n), t, NORM_LOCAL, NORM_Q8_SPAN / 4, act, sd, sid);
     stamp(8);
     return s.finish();
 }
@@ -619,7 +623,7 @@ std::vector<uint32_t> swiglu_q1_0_q8(const Build& b) {
     GuardSite site("swiglu quantization");
     auto sd = workgroup<K::f32>(1), sid = workgroup<K::f32>(1);
     // (Workgroups past n_ff/32 hold padding rows only.)
-    quantize_lanes(ys, select(g * 32u < n_ff, u32c(8), u32c(0)), g * 8u, t, kn::KERNEL_INVOCATIONS, 8, act, sd, sid);
+    quantize_lanes(ys, select(g * 32u < n_ff, u32c(8), u32c(0)), g * 8u, q8_blocks(n_ff), t, kn::KERNEL_INVOCATIONS, 8, act, sd, sid);
     return s.finish();
 }
 
@@ -668,7 +672,7 @@ std::vector<uint32_t> prep_act(const Build& b) {
     if_(t < 8u && writes.q8, [&] {
         U32 w = u32c(0);
         for (uint32_t k = 0; k < 4; ++k) w = w | ((as_u32(sq[t * 4u + u32c(k)]) & 0xffu) << u32c(8 * k));
-        q8.set(blk * 8u + t, w);
+        q8.set(q8_at(blk * 8u + t, q8_blocks(n)), w);
     });
     if_(t == 0u && writes.q8, [&] {
         auto sum = var(i32c(0));
@@ -697,8 +701,9 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // serial sums run side by side in one subgroup.
 //
 // A block's integer sums: code word m (pack_q2_0) holds at bits 8g + 2j the code c of value
-// 16m + 4j + g, whose quant is byte g of the activation's word 4m + j (quants four to a word, in
-// order). The code stands for c - 1, so a Q8_0 block's sum is sum(c·q) - sum(q), the quant sum
+// 16m + 4j + g, whose quant is byte g of the block's word 4m + j (quants four to a word, in order;
+// the block's words 4m.. are one 16-byte load, and a row's lanes, a block each, load those of
+// consecutive blocks from one contiguous run: q8_word's layout). The code stands for c - 1, so a Q8_0 block's sum is sum(c·q) - sum(q), the quant sum
 // its quantizer wrote beside its scale. The word masked in place holds 4^j·c in byte g
 // (w & 0x03030303, w & 0x0c0c0c0c, w & 0x30303030; j = 3 shifted down two bits first to stay
 // below 128, so it is 16·c as j = 2's is), and the packed 8-bit dot product sums four bytes at
@@ -750,7 +755,7 @@ std::vector<F32> q2_0_sums(const Q2Weights& w, const std::vector<U32>& rows, U32
             for (uint32_t a = 0; a < Q2_AHEAD; ++a) {
                 if_(blk[a] < end, [&] {
                     std::vector<UVec4> x(4);
-                    for (uint32_t m = 0; m < 4; ++m) x[m] = w.q8[blk[a] * 4u + u32c(m)];
+                    for (uint32_t m = 0; m < 4; ++m) x[m] = w.q8[u32c(m) * blocks + blk[a]];  // q8_word's layout
                     UVec4 ds = w.d8[blk[a]];
                     F32 d1[2] = {f32_bits(comp(ds, 0)), f32_bits(comp(ds, 2))};
                     I32 qsum[2] = {as_i32(comp(ds, 1)), as_i32(comp(ds, 3))};
@@ -832,7 +837,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     ActOut act{buffer<K::f32>(4, false, "lane_products"), buffer<K::u32>(5, false, "q8_out"), buffer<K::u32>(6, false, "d8_out"),
                buffer<K::u32>(7, false, "f16")};
     push_constants(2);
-    U32 blocks = push(1);
+    U32 n_ff = push(0) >> 1u, blocks = push(1);
     U32 t = local_id(), g = group_id();
     U32 slot = t / SWIGLU_Q2_0_LANES, lane = t % SWIGLU_Q2_0_LANES;
     auto ys = workgroup<K::f32>(32);
@@ -844,7 +849,7 @@ std::vector<uint32_t> swiglu_q2_0_q8(const Build& b) {
     barrier();
     GuardSite site("swiglu quantization");
     auto sd = workgroup<K::f32>(1), sid = workgroup<K::f32>(1);
-    quantize_lanes(ys, u32c(8), g * 8u, t, SWIGLU_Q2_0_LOCAL, 8, act, sd, sid);
+    quantize_lanes(ys, u32c(8), g * 8u, q8_blocks(n_ff), t, SWIGLU_Q2_0_LOCAL, 8, act, sd, sid);
     return s.finish();
 }
 
@@ -1263,7 +1268,7 @@ std::vector<uint32_t> attention_kernel(const Build& b, bool q8) {
     stamp(21);
     site.emplace("attention quantization");
     auto sd = workgroup<K::f32>(HEAD_MAX / 32), sid = workgroup<K::f32>(HEAD_MAX / 32);
-    quantize_lanes(ys, D >> 2u, hq * (D >> 2u), t, ATT_LOCAL, HEAD_MAX / 4, *act, sd, sid);
+    quantize_lanes(ys, D >> 2u, hq * (D >> 2u), q8_blocks(NH * D), t, ATT_LOCAL, HEAD_MAX / 4, *act, sd, sid);
     stamp(22);
     return s.finish();
 }

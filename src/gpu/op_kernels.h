@@ -111,6 +111,17 @@ struct OpKernel {
     bool stamps = false;  // with Build::clock: one more binding, after its own, for clock stamps
 };
 
+// The activation's Q8_0 quants as every kernel that quantizes an activation writes them (prep_act's
+// output "quants"): four to a word, in order from the low byte, and each 64-value block's four
+// words of 16 quants apart: word group g (quants 16g..16g+15) of every block together, block after
+// block, then group g + 1's. The word of quants 4w..4w+3 of an activation of n values is at
+// q8_word(w, n); the buffer holds q8_words(n). The Q2_0 products' lanes take a block each, so
+// that a subgroup's load of one word group is one contiguous run of memory instead of one 16-byte
+// piece of every 64 bytes.
+inline size_t q8_blocks(size_t n) { return (n + 63) / 64; }
+inline size_t q8_words(size_t n) { return q8_blocks(n) * 16; }
+inline size_t q8_word(size_t w, size_t n) { return ((w / 4 % 4) * q8_blocks(n) + w / 16) * 4 + w % 4; }
+
 // rms_norm: x (binding 0, rw), add (1), norm weights (2), y (3); push: n, w_off, eps bits,
 // residual (1: x = add + x first, stored back). One workgroup: y = (x·scale)·w with
 // scale = 1/sqrtf(mean + eps), mean = (float)(sum of (double)(x·x) in index order / n).
@@ -118,7 +129,7 @@ struct OpKernel {
 // add + x there where residual is 1, x where it is 0), then prep_act's outputs of y: table (4),
 // quants (5), scales and quant sums (6), f16 pairs (7); push as rms_norm. norm_q8_groups(n)
 // workgroups, n a multiple of 32: y and its quantization are rms_norm's and prep_act's bits.
-// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants four to a word (2), per Q8_0 block its
+// prep_act: x (0), Q1_0 lane-product table (1), Q8_0 quants (2, q8_word's layout), per Q8_0 block its
 // scale widened (f32 bits) and the sum of its quants (i32) (3), f16 pairs (4); push: n, x_off,
 // gated (1: x is gate|up, n each, and the values are SwiGLU(gate, up) as swiglu computes them).
 // One workgroup per 32 values.
@@ -128,7 +139,7 @@ struct OpKernel {
 // push: rows (2·n_ff), blocks. The matrix packed from stack_gate_up's rows; swiglu_q1_0_groups(n_ff)
 // workgroups, n_ff a multiple of 32.
 // q2_0_mat_vec: weights as pack_q2_0 lays them out (0: scales, 1: codes), the activation's Q8_0
-// quants four to a word (2) and scales and quant sums (3, prep_act's), out (4); push: rows, blocks.
+// quants (2, q8_word's layout) and scales and quant sums (3, prep_act's), out (4); push: rows, blocks.
 // q2_0_groups(rows, lanes) workgroups of 256 / lanes rows, `lanes` invocations a row (q2_0_lanes).
 // swiglu_q2_0_q8: swiglu_q1_0_q8 for a Q2_0 layer: weights as pack_q2_0 lays out the matrix
 // stack_gate_up stacks (0, 1), the input's quants (2) and scales and sums (3), then prep_act's

@@ -110,8 +110,8 @@ struct GpuForward::Impl {
     gpu::Buffer xn;       // [n_embd] a normed input (split_norm)
     gpu::Buffer table;    // the Q1_0 lane products of the prepared input
     gpu::Buffer table2;   // [table_floats(n_ff)] those of SwiGLU's output (swiglu_q1_0_q8)
-    gpu::Buffer q8, d8;   // its Q8_0 quants (four to a word) and each block's widened scale and quant sum
-    gpu::Buffer q8h, d8h; // [n_ff / 4], [n_ff / 16] those of SwiGLU's output (swiglu_q2_0_q8)
+    gpu::Buffer q8, d8;   // its Q8_0 quants (go::q8_word's layout) and each block's widened scale and quant sum
+    gpu::Buffer q8h, d8h; // [q8_words(n_ff)], [n_ff / 16] those of SwiGLU's output (swiglu_q2_0_q8)
     gpu::Buffer act16;    // its f16 rounding, two to a word
     uint32_t act_outputs = go::ACT_ALL;  // which of those the model's products read (go::act_spec)
     gpu::Buffer qkv;      // [(n_head + 2·n_head_kv)·head_dim]
@@ -417,9 +417,9 @@ GpuForward::GpuForward(gpu::Gpu g, const GpuModel& m, const go::Build& build, bo
     d.xn = zeroed(E);
     d.table = zeroed(go::table_floats(widest));
     d.table2 = zeroed(go::table_floats(FF));
-    d.q8 = zeroed(widest / 4);
+    d.q8 = zeroed(go::q8_words(widest));
     d.d8 = zeroed(widest / 16);
-    d.q8h = zeroed(FF / 4);
+    d.q8h = zeroed(go::q8_words(FF));
     d.d8h = zeroed(FF / 16);
     d.act16 = zeroed(widest / 2);
     d.qkv = zeroed(NQ + 2 * NKV * D);

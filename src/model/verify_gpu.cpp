@@ -397,10 +397,13 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
         }
 }
 
-// Q8_0 quants four to a word, in order from the low byte (prep_act's q8), of n values.
+// Q8_0 quants four to a word, in order from the low byte, the words where go::q8_word puts them
+// (prep_act's q8), of n values; the words of a last partial block of 64 no quant fills hold the
+// poison, as the kernels leave them.
 std::vector<uint32_t> quants_packed(const std::vector<quant::BlockQ8_0>& q8, size_t n) {
-    std::vector<uint32_t> w(n / 4, 0);
-    for (size_t i = 0; i < n; ++i) w[i / 4] |= uint32_t(uint8_t(q8[i / 32].qs[i % 32])) << (8 * (i % 4));
+    std::vector<uint32_t> w(go::q8_words(n), POISON);
+    for (size_t i = 0; i < n; i += 4) w[go::q8_word(i / 4, n)] = 0;
+    for (size_t i = 0; i < n; ++i) w[go::q8_word(i / 4, n)] |= uint32_t(uint8_t(q8[i / 32].qs[i % 32])) << (8 * (i % 4));
     return w;
 }
 
@@ -451,7 +454,7 @@ struct ActBuffers {
     gpu::Buffer *table, *q8, *d8, *f16;
 };
 ActBuffers poisoned_act(Runner& R, size_t n) {
-    return {R.poisoned(go::table_floats(n)), R.poisoned(n / 4), R.poisoned(n / 16), R.poisoned(n / 2)};
+    return {R.poisoned(go::table_floats(n)), R.poisoned(go::q8_words(n)), R.poisoned(n / 16), R.poisoned(n / 2)};
 }
 // With `outputs` (a pipeline of go::act_spec), the outputs left out must still hold the poison.
 std::vector<Out> act_outs(const ActBuffers& a, const PreparedAct& want, size_t n, uint32_t outputs = go::ACT_ALL) {
@@ -459,7 +462,7 @@ std::vector<Out> act_outs(const ActBuffers& a, const PreparedAct& want, size_t n
         return outputs & output ? w : std::vector<uint32_t>(w.size(), POISON);
     };
     const std::vector<uint32_t> d8 = Runner::read(*a.d8, n / 16);
-    return {{"q8", Runner::read(*a.q8, n / 4), or_poison(go::ACT_Q8, want.q8), Word::i8x4},
+    return {{"q8", Runner::read(*a.q8, go::q8_words(n)), or_poison(go::ACT_Q8, want.q8), Word::i8x4},
             {"d8 scales", every_other(d8, false), or_poison(go::ACT_Q8, every_other(want.d8, false)), Word::f32},
             {"d8 quant sums", every_other(d8, true), or_poison(go::ACT_Q8, every_other(want.d8, true)), Word::i32},
             {"lane_products", Runner::read(*a.table, want.table.size()), or_poison(go::ACT_TABLE, want.table), Word::f32},
@@ -598,11 +601,11 @@ void verify_prep_act(Runner& R, Rng& rng, bool full) {
             }
             ops::swiglu(gu.data(), gu.data() + n, y.data(), n);
             const PreparedAct want = prepared(y);
-            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(n / 4),
+            gpu::Buffer *bx = R.upload(words_of(gu)), *bt = R.poisoned(go::table_floats(n)), *bq = R.poisoned(go::q8_words(n)),
                         *bd = R.poisoned(n / 16), *bh = R.poisoned(n / 2);
             double ms = R.run("prep_act", {bx, bt, bq, bd, bh}, {uint32_t(n), 0u, 1u}, uint32_t(n / 32));
             R.check("prep_act", "1×" + std::to_string(n) + " (" + kind + ")", ms,
-                    {{"q8", Runner::read(*bq, n / 4), want.q8, Word::i8x4}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
+                    {{"q8", Runner::read(*bq, go::q8_words(n)), want.q8, Word::i8x4}, {"f16", Runner::read(*bh, n / 2), want.f16, Word::f16x2}});
             R.release();
         }
 }
