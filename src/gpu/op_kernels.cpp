@@ -272,13 +272,13 @@ ActWrites act_writes() {
 
 // prep_act's outputs for `lanes` lanes (four values of a 32-value block each, at most max_lanes)
 // whose values a workgroup holds in ys[0, 4·lanes): the activation's lanes from first_lane on (a
-// multiple of 8, so blocks are whole), of an activation of nb blocks of 64. One invocation per block makes its amax (over the block's
-// values in index order), scale and multiplier (into sd, sid: a workgroup's blocks, at most L);
-// each invocation then quantizes whole lanes, keeping their quants packed four to a word in
-// workgroup memory; then one invocation per block adds its quants (the sum beside the scale), and
-// the table's 16 entries a lane go out in index order across the invocations, so that a warp's
-// stores are contiguous. Only the outputs the pipeline writes (act_writes) are made. Every
-// invocation calls it.
+// multiple of 8, so blocks are whole), of an activation of nb blocks of 64 (q8_at). One invocation
+// per block makes its amax (over the block's values in index order), scale and multiplier (into
+// sd, sid: a workgroup's blocks, at most L); each invocation then quantizes whole lanes, keeping
+// their quants packed four to a word in workgroup memory; then one invocation per block adds its
+// quants (the sum beside the scale), and the table's 16 entries a lane go out in index order
+// across the invocations, so that a warp's stores are contiguous. Only the outputs the pipeline
+// writes (act_writes) are made. Every invocation calls it.
 void quantize_lanes(Arr<K::f32>& ys, U32 lanes, U32 first_lane, U32 nb, U32 t, uint32_t L, uint32_t max_lanes, const ActOut& o,
                     Arr<K::f32>& sd, Arr<K::f32>& sid) {
     const ActWrites writes = act_writes();
@@ -703,11 +703,11 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // A block's integer sums: code word m (pack_q2_0) holds at bits 8g + 2j the code c of value
 // 16m + 4j + g, whose quant is byte g of the block's word 4m + j (quants four to a word, in order;
 // the block's words 4m.. are one 16-byte load, and a row's lanes, a block each, load those of
-// consecutive blocks from one contiguous run: q8_word's layout). The code stands for c - 1, so a Q8_0 block's sum is sum(c·q) - sum(q), the quant sum
-// its quantizer wrote beside its scale. The word masked in place holds 4^j·c in byte g
-// (w & 0x03030303, w & 0x0c0c0c0c, w & 0x30303030; j = 3 shifted down two bits first to stay
-// below 128, so it is 16·c as j = 2's is), and the packed 8-bit dot product sums four bytes at
-// once: three sums of exact multiples of 1, 4 and 16, shifted back exactly. Integer sums are
+// consecutive blocks from one contiguous run: q8_word's layout). The code stands for c - 1, so a
+// Q8_0 block's sum is sum(c·q) - sum(q), the quant sum its quantizer wrote beside its scale. The
+// word masked in place holds 4^j·c in byte g (w & 0x03030303, w & 0x0c0c0c0c, w & 0x30303030;
+// j = 3 shifted down two bits first to stay below 128, so it is 16·c as j = 2's is), and the
+// packed 8-bit dot product sums four bytes at once: three sums of exact multiples of 1, 4 and 16, shifted back exactly. Integer sums are
 // exact in any order.
 //
 // The float steps run as plain f32 in every build (PlainF32), since none of their values can be
