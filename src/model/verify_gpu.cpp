@@ -402,8 +402,11 @@ void verify_rms_norm(Runner& R, Rng& rng, bool full) {
 // poison, as the kernels leave them.
 std::vector<uint32_t> quants_packed(const std::vector<quant::BlockQ8_0>& q8, size_t n) {
     std::vector<uint32_t> w(go::q8_words(n), POISON);
-    for (size_t i = 0; i < n; i += 4) w[go::q8_word(i / 4, n)] = 0;
-    for (size_t i = 0; i < n; ++i) w[go::q8_word(i / 4, n)] |= uint32_t(uint8_t(q8[i / 32].qs[i % 32])) << (8 * (i % 4));
+    for (size_t word = 0; word < n / 4; ++word) {
+        uint32_t v = 0;
+        for (size_t b = 0, i = 4 * word; b < 4; ++b, ++i) v |= uint32_t(uint8_t(q8[i / 32].qs[i % 32])) << (8 * b);
+        w[go::q8_word(word, n)] = v;
+    }
     return w;
 }
 
