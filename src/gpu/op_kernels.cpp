@@ -707,8 +707,8 @@ std::vector<uint32_t> prep_act(const Build& b) {
 // Q8_0 block's sum is sum(c·q) - sum(q), the quant sum its quantizer wrote beside its scale. The
 // word masked in place holds 4^j·c in byte g (w & 0x03030303, w & 0x0c0c0c0c, w & 0x30303030;
 // j = 3 shifted down two bits first to stay below 128, so it is 16·c as j = 2's is), and the
-// packed 8-bit dot product sums four bytes at once: three sums of exact multiples of 1, 4 and 16, shifted back exactly. Integer sums are
-// exact in any order.
+// packed 8-bit dot product sums four bytes at once: three sums of exact multiples of 1, 4 and 16,
+// shifted back exactly. Integer sums are exact in any order.
 //
 // The float steps run as plain f32 in every build (PlainF32), since none of their values can be
 // subnormal: d1 is an f16 scale widened (0 or at least 2^-24) and |si| < 2^13, so d1·si is exact
