@@ -10,7 +10,9 @@
 #
 # LEVEL: avx2 (default), avxvnni, avx512 or avx512vnni (the CPU must have it). Shapes default to
 # the 1.7B model's products with 1 and 64 columns. Environment: REPS (default 100 for one column,
-# 20 for more). REV's file must fit this tree's headers (src/quant/kernels_impl.h).
+# 20 for more); SCALES=narrow for activation scales within a factor of two of each other (as a
+# model's activations mostly are: then the avx2 level's exact blocks take every column) instead of
+# spread over 0.01..1. REV's file must fit this tree's headers (src/quant/kernels_impl.h).
 # Exit status: 0 when both gave the same bits everywhere, 1 when not or a build failed, 2 on bad usage.
 set -u
 [ $# -ge 1 ] || { echo "usage: $0 REV [avx2|avxvnni|avx512|avx512vnni] [ROWSxCOLS:NCOLS ...]" >&2; exit 2; }
@@ -57,7 +59,8 @@ cat > "$TMP/ab.cpp" <<'EOF'
 using namespace bankml;
 using namespace bankml::quant;
 namespace bankml::quant::detail::old {
-void q1_0_prepare(const BlockQ8_0* x, size_t cols, size_t ncols, Prepared& p, Isa isa);
+void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
+void q1_0_prepare(const BlockQ8_0* x, Prepared& p, size_t c0, size_t c1);
 void q1_0_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void* x, const Prepared& p, size_t ncols,
                     float* y, size_t ldy);
 }  // namespace bankml::quant::detail::old
@@ -77,7 +80,9 @@ int main(int argc, char** argv) {
     }
     std::vector<BlockQ8_0> x(ncols * cols / 32);
     for (auto& b : x) {
-        b.d = f32_to_f16(0.01f * float(g() % 100 + 1));
+        const char* scales = std::getenv("SCALES");
+        const bool narrow = scales && std::string(scales) == "narrow";
+        b.d = f32_to_f16(narrow ? 0.5f + 0.005f * float(g() % 100) : 0.01f * float(g() % 100 + 1));
         for (auto& q : b.qs) q = int8_t(int(g() % 255) - 127);
     }
     std::vector<float> y0(rows * ncols), y1(rows * ncols);
@@ -87,7 +92,8 @@ int main(int argc, char** argv) {
         for (int v = 0; v < 2; ++v) {
             const auto t0 = std::chrono::steady_clock::now();
             if (v == 0) {
-                detail::old::q1_0_prepare(x.data(), cols, ncols, p0, isa);
+                detail::old::q1_0_layout(cols, ncols, isa, p0);
+                detail::old::q1_0_prepare(x.data(), p0, 0, ncols);
                 detail::old::q1_0_rows_fast(w.data(), cols, 0, rows, x.data(), p0, ncols, y0.data(), rows);
             } else {
                 detail::q1_0_prepare(x.data(), cols, ncols, p1, isa);

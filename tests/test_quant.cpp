@@ -778,6 +778,84 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
     }
 }
 
+// The avx2 level's exact blocks (q1_0_fast.cpp's exact_record and dot4_exact): which weight blocks
+// of which columns qualify, and every output against the reference. Column 0: scales within a
+// factor of two (every block qualifies, so the whole column runs the integer loop). Column 1: -0,
+// +0, subnormal, the smallest normal and negative scales, and a block of zero scales, among narrow
+// ones. Column 2: a block whose lane 0 reaches the bound exactly (1200·116 + 32752·508 = 2^24 units),
+// the others narrow. Column 3: a block past the bound whose lane 0 sums 32752·508, then 1201·117
+// (2^24 + 1317 units, odd: the reference rounds), then 1024·-4 (back below 2^24, where the exact
+// sum is a float), the others narrow. Row 0 has every bit of block 1 set and zero scales elsewhere,
+// and column 3's block 1 zero quants outside lane 0, so that row 0's output there is lane 0's ab
+// alone: the reference's rounded one, not the exact sum an integer loop would give. Column 4: four exponents apart
+// (M = 2047·16 = 32752, an int16) with small quants. Column 5: five apart (M = 65504, no int16).
+TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 avx2 loops cannot run on this CPU");
+    std::mt19937 g(91);
+    const size_t rows = 23, cols = 1024, ncols = 6, nb = cols / QK1_0, nbx = cols / QK8_0;
+    auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
+    std::vector<BlockQ8_0> x(ncols * nbx);
+    for (auto& b : x) {  // narrow: scales in [0.5, 1), quants in [-127, 127]
+        b.d = f32_to_f16(0.5f + float(g() % 512) / 1024.0f);
+        for (auto& q : b.qs) q = int8_t(int(g() % 255) - 127);
+    }
+    auto block = [&](size_t col, size_t wb) { return &x[col * nbx + wb * 4]; };
+    auto scales = [&](size_t col, size_t wb, std::initializer_list<uint16_t> d) {
+        size_t k = 0;
+        for (uint16_t h : d) block(col, wb)[k++].d = h;
+    };
+    scales(1, 0, {0x0000, 0x8000, 0x0001, 0x03ff});  // +0, -0, the smallest and largest subnormals
+    scales(1, 1, {0xba00, 0x3800, 0xbc00, 0x3b33});  // -0.75, 0.5, -1, 0.9
+    scales(1, 2, {0x0000, 0x0000, 0x8000, 0x0000});  // all zero
+    scales(1, 3, {0x0400, 0x03ff, 0x0401, 0x0002});  // the smallest normals among subnormals
+    // 1200·2^-20, 0, 0, 2047·2^-16: M = 1200, 0, 0, 32752 over u = 2^-20.
+    const uint16_t at_bound[] = {uint16_t(5 << 10 | (1200 - 1024)), 0, 0, uint16_t(9 << 10 | 1023)};
+    for (size_t col : {2, 3}) {
+        scales(col, 1, {at_bound[0], at_bound[1], at_bound[2], at_bound[3]});
+        for (size_t e = 0; e < 4; ++e) block(col, 1)[0].qs[e] = 29, block(col, 1)[3].qs[e] = 127;  // lane 0: 116, 508
+    }
+    scales(3, 1, {at_bound[3], uint16_t(at_bound[0] + 1), 0x1400, 0});  // M = 32752, 1201, 1024, 0
+    for (size_t e = 0; e < 4; ++e)
+        block(3, 1)[0].qs[e] = 127, block(3, 1)[1].qs[e] = e ? 29 : 30, block(3, 1)[2].qs[e] = -1;  // 508, 117, -4
+    for (size_t k = 0; k < 4; ++k) std::memset(block(3, 1)[k].qs + 4, 0, QK8_0 - 4);
+    auto* row0 = reinterpret_cast<BlockQ1_0*>(w.data());
+    for (size_t wb = 0; wb < nb; ++wb) row0[wb].d = wb == 1 ? f32_to_f16(1.0f) : uint16_t(0);
+    std::memset(row0[1].qs, 0xff, QK1_0 / 8);
+    scales(4, 2, {0x0400, 0x0800, 0x0c00, uint16_t(5 << 10 | 1023)});  // 2^-14 .. 2047·2^-20: M up to 32752
+    scales(5, 2, {0x0400, 0x0800, 0x0c00, uint16_t(6 << 10 | 1023)});  // M 65504
+    for (size_t col : {4, 5})
+        for (size_t k = 0; k < 4; ++k)
+            for (auto& q : block(col, 2)[k].qs) q = int8_t(int(g() % 3) - 1);
+    detail::Prepared p;
+    detail::q1_0_prepare(x.data(), cols, ncols, p, Isa::Avx2);
+    auto exact = [&](size_t col, size_t wb) { return p.part<uint8_t>(5)[(col * nb + wb) * detail::Q1_EXACT_REC + 52]; };
+    bool flags = true;
+    for (size_t col = 0; col < ncols; ++col)
+        for (size_t wb = 0; wb < nb; ++wb) {
+            const bool want = !((col == 3 && wb == 1) || (col == 5 && wb == 2));
+            if (exact(col, wb) != want) {
+                flags = false;
+                bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " block " + std::to_string(wb) +
+                                                 (want ? ": not exact" : ": exact"));
+            }
+        }
+    CHECK(flags);
+    std::vector<float> ref(rows * ncols), y(rows * ncols, -1.0f);
+    mat_mat(Type::Q1_0, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
+    detail::q1_0_rows_fast(w.data(), cols, 0, rows, x.data(), p, ncols, y.data(), rows);
+    for (size_t col = 0; col < ncols; ++col)
+        if (!CHECK(std::memcmp(&y[col * rows], &ref[col * rows], rows * 4) == 0))
+            bt::fail(__FILE__, __LINE__, "column " + std::to_string(col));
+    // Row 0 against column 3: the exact sum is a float, and the reference's output is not it.
+    double exact_sum = 0;
+    for (size_t k = 0; k < 4; ++k) {
+        int s = 0;
+        for (size_t e = 0; e < 4; ++e) s += block(3, 1)[k].qs[e];
+        exact_sum += double(f16_to_f32(block(3, 1)[k].d)) * s;
+    }
+    CHECK(double(float(exact_sum)) == exact_sum && double(ref[3 * rows]) != exact_sum);
+}
+
 // The Q2_0 kernels work on groups of rows (sixteen at AVX-512, one row per lane): whole groups,
 // short last groups, ranges that start inside a group, and one, two and five columns, against the
 // reference at every level, in the three regimes and in a hand-made one where every sum is at its

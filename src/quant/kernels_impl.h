@@ -55,6 +55,12 @@ inline constexpr int32_t Q1_MAGIC_BITS = 0x4B400000;
 // read, and each sub-block's quants and lanes share a cache line.
 inline constexpr size_t Q1_TILE_REC = 320;
 
+// The avx2 level's exact blocks (q1_0_prepare's part 5, several columns): per column and weight
+// block, Q1_EXACT_REC bytes holding at 0 eight int32 lanes -C, at 32 four int32 words each holding
+// the int16 M_k twice, at 48 the f32 u, at 52 a uint32 that is 1 where the block qualifies (see
+// q1_0_fast.cpp's exact_record for what these are and when).
+inline constexpr size_t Q1_EXACT_REC = 64;
+
 #if defined(__x86_64__)
 void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);
 void q1_0_prepare(const BlockQ8_0* x, Prepared& p, size_t c0, size_t c1);

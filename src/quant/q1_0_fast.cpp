@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -54,13 +55,70 @@ BANKML_AVX2 static void prepare_blocks_avx2(const BlockQ8_0* x, size_t n, size_t
 // them where the CPU has AVX2.
 static bool q1_0_tiles(const Prepared& p) { return (p.isa == Isa::Avx512Vnni && p.ncols > 1) || p.isa == Isa::Avx2; }
 static bool q1_0_sums(const Prepared& p) { return p.isa == Isa::AvxVnni || p.isa == Isa::Avx512Vnni || q1_0_tiles(p); }
+// And 5, at avx2 with several columns, the exact blocks' records (exact_record).
+static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols > 1; }
+
+// When the reference's float steps in a weight block are exact, they can be integer steps. Per lane
+// j the reference makes ab = d1_0·s_0, then ab = fma(d1_k, s_k, ab) for k = 1..3 (s_k: the lane's
+// exact integer sum of four ±q of sub-block k, d1_k: that sub-block's f16 scale). Write each d1_k
+// as n_k·2^E_k (n_k an integer of at most 11 bits with the sign, E_k its exponent less 10; -24 for
+// a subnormal) and u = 2^min E_k over the nonzero n_k: every term d1_k·s_k is then the integer
+// M_k·s_k (M_k = n_k·2^(E_k - Emin)) times u, and so is every partial sum. If
+// Σ_k |M_k|·Σ_lane |q| <= 2^24 for every lane, each partial sum is an integer multiple of u of at
+// most 2^24 units, a float exactly: the reference's mul and fma never round, and its ab is u times
+// the int32 S = Σ_k M_k·s_k. With a = 2 where a weight's bit is set and 0 where clear,
+// madd(maddubs(a, q_k), M_k pairs) = M_k·2·(sum of the set q) per lane and s_k = 2·(that sum) - T_k,
+// so S = -C + Σ_k madd(...) with C = Σ_k M_k·T_k per lane; |M_k| <= 32767 keeps M_k an int16, and
+// the int32 partial sums stay far inside int32's range. cvt(S)·u is then the reference's ab to the
+// bit (a zero may differ in sign, which cannot reach the output: see dot4_ident). A block with an
+// infinite or NaN scale never qualifies. Four Q8_0 blocks x in, one record (Q1_EXACT_REC) out.
+static void exact_record(const BlockQ8_0* x, uint8_t* out) {
+    std::memset(out, 0, Q1_EXACT_REC);
+    int64_t n[4];
+    int e[4], emin = 0;
+    bool any = false;
+    for (size_t k = 0; k < 4; ++k) {
+        const uint32_t h = x[k].d, exp = h >> 10 & 31, mant = h & 1023;
+        if (exp == 31) return;
+        n[k] = exp ? int64_t(mant | 1024) : int64_t(mant);
+        if (h & 0x8000) n[k] = -n[k];
+        e[k] = exp ? int(exp) - 25 : -24;
+        if (n[k] != 0 && (!any || e[k] < emin)) emin = e[k], any = true;
+    }
+    int64_t m[4];
+    for (size_t k = 0; k < 4; ++k) {
+        m[k] = n[k] * (int64_t(1) << (n[k] ? e[k] - emin : 0));
+        if (m[k] > 32767 || m[k] < -32767) return;
+    }
+    int32_t negc[8];
+    for (size_t lane = 0; lane < 8; ++lane) {
+        int64_t bound = 0, c = 0;
+        for (size_t k = 0; k < 4; ++k) {
+            int64_t t = 0, l = 0;
+            for (size_t i = lane * 4; i < lane * 4 + 4; ++i) t += x[k].qs[i], l += std::abs(int(x[k].qs[i]));
+            bound += (m[k] < 0 ? -m[k] : m[k]) * l;
+            c += m[k] * t;
+        }
+        if (bound > (int64_t(1) << 24)) return;
+        negc[lane] = int32_t(-c);
+    }
+    std::memcpy(out, negc, 32);
+    for (size_t k = 0; k < 4; ++k) {
+        const uint32_t pair = uint32_t(uint16_t(int16_t(m[k]))) * 0x10001u;
+        std::memcpy(out + 32 + 4 * k, &pair, 4);
+    }
+    const float u = std::ldexp(1.0f, emin);
+    const uint32_t ok = 1;
+    std::memcpy(out + 48, &u, 4);
+    std::memcpy(out + 52, &ok, 4);
+}
 
 void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     p.isa = isa, p.cols = cols, p.ncols = ncols;
     const size_t n = cols / QK8_0 * ncols;
     const bool tiles = q1_0_tiles(p), sums = q1_0_sums(p);
     p.layout({n * sizeof(float), sums ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
-              tiles ? ncols : 0});
+              tiles ? ncols : 0, q1_0_exact(p) ? n / 4 * Q1_EXACT_REC : 0});
 }
 
 // Columns [c0, c1): their blocks from c0 · nbx on (a weight block is four Q8_0 blocks of one
@@ -105,6 +163,8 @@ void q1_0_prepare(const BlockQ8_0* x0, Prepared& p, size_t c0, size_t c1) {
         std::memcpy(rec + i / 4 * Q1_TILE_REC + 272 + i % 4 * 4, &ndm, 4);
         if (!std::isfinite(d[i])) finite[i / nbx] = 0;
     }
+    if (q1_0_exact(p))
+        for (size_t i = 0; i < n; i += 4) exact_record(x + i, p.part<uint8_t>(5) + (first + i) / 4 * Q1_EXACT_REC);
 }
 
 // Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
@@ -219,6 +279,41 @@ BANKML_AVX2 static void dot4_ident(size_t nb, const uint8_t* twos, const float* 
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
+// M_k·2·(the set quants' sum), per lane, of one row's a-bytes and one sub-block's quants.
+BANKML_AVX2 static inline __m256i exact_term(const uint8_t* a, const uint8_t* q, __m256i m) {
+    return _mm256_madd_epi16(
+        _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i*)a), _mm256_load_si256((const __m256i*)q)), m);
+}
+
+// dot4_ident for a column whose every block qualifies (exact_record: its records at `exact`,
+// Q1_EXACT_REC per block): each ab from the block's integer steps, three operations a row and
+// sub-block instead of five, then the same acc = fma(d0, ab, acc) and hsum. A column with any
+// other block runs dot4_ident whole. Not inlined: inside rows_avx2 its accumulators went to memory.
+BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* twos, const float* d0s,
+                                                             const uint8_t* rec, const uint8_t* exact, float* out) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const size_t mstride = nb * 128;
+    for (size_t ib = 0; ib < nb; ++ib) {
+        const uint8_t* r = rec + ib * Q1_TILE_REC;
+        const uint8_t* e = exact + ib * Q1_EXACT_REC;
+        int32_t mk[4];
+        std::memcpy(mk, e + 32, 16);
+        const __m256i m0 = _mm256_set1_epi32(mk[0]), m1 = _mm256_set1_epi32(mk[1]);
+        const __m256i m2 = _mm256_set1_epi32(mk[2]), m3 = _mm256_set1_epi32(mk[3]);
+        const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
+#pragma GCC unroll 4
+        for (size_t j = 0; j < 4; ++j) {
+            const uint8_t* a = twos + j * mstride + ib * 128;
+            __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e), exact_term(a, r, m0));
+            s = _mm256_add_epi32(s, exact_term(a + 32, r + 64, m1));
+            s = _mm256_add_epi32(s, exact_term(a + 64, r + 128, m2));
+            s = _mm256_add_epi32(s, exact_term(a + 96, r + 192, m3));
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), _mm256_mul_ps(_mm256_cvtepi32_ps(s), u), acc[j]);
+        }
+    }
+    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+}
+
 // The identity loop for one column (decode), R rows at a time (each quant load serves them all),
 // the bits expanded as they are read: a = min(byte & bit, 1) is 1 where set and 0 where clear, so
 // madd(maddubs(a, q), 2) = 2 * sum(set q); the rest is dot4_ident's, lane for lane.
@@ -324,6 +419,7 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     const uint8_t* has_m128 = vnni || ident ? p.part<uint8_t>(2) : nullptr;
     const uint8_t* rec = ident ? p.part<uint8_t>(3) : nullptr;
     const uint8_t* finite = ident ? p.part<uint8_t>(4) : nullptr;
+    const uint8_t* exact = q1_0_exact(p) ? p.part<uint8_t>(5) : nullptr;
     // Whether column c runs the VNNI or identity loop (else the psignb loop).
     auto twos_loop = [&](size_t c) { return (vnni && !has_m128[c]) || (ident && !has_m128[c] && finite[c]); };
     if (ncols == 1) {
@@ -356,6 +452,13 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     if (any_signs && masks.size() < 4 * nb * 128) masks.resize(4 * nb * 128);
     if (any_twos && twos.size() < 4 * nb * 128) twos.resize(4 * nb * 128);
     if (d0s.size() < 4 * nb) d0s.resize(4 * nb);
+    // Whether each column's every block qualifies for dot4_exact.
+    static thread_local std::vector<uint8_t> all_exact;
+    if (exact) {
+        all_exact.assign(ncols, 1);
+        for (size_t c = 0; c < ncols; ++c)
+            for (size_t ib = 0; ib < nb; ++ib) all_exact[c] &= exact[(c * nb + ib) * Q1_EXACT_REC + 52];
+    }
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
             const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
@@ -374,6 +477,8 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
             float out[4];
             if (vnni && twos_loop(c))
                 dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
+            else if (twos_loop(c) && exact && all_exact[c])
+                dot4_exact(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, exact + c * nb * Q1_EXACT_REC, out);
             else if (twos_loop(c))
                 dot4_ident(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, out);
             else
