@@ -79,9 +79,9 @@ int main(int argc, char** argv) {
         for (auto& q : b.qs) q = uint8_t(g());
     }
     std::vector<BlockQ8_0> x(ncols * cols / 32);
+    const char* scales = std::getenv("SCALES");
+    const bool narrow = scales && std::string(scales) == "narrow";
     for (auto& b : x) {
-        const char* scales = std::getenv("SCALES");
-        const bool narrow = scales && std::string(scales) == "narrow";
         b.d = f32_to_f16(narrow ? 0.5f + 0.005f * float(g() % 100) : 0.01f * float(g() % 100 + 1));
         for (auto& q : b.qs) q = int8_t(int(g() % 255) - 127);
     }

@@ -287,8 +287,10 @@ BANKML_AVX2 static inline __m256i exact_term(const uint8_t* a, const uint8_t* q,
 
 // dot4_ident for a column whose every block qualifies (exact_record: its records at `exact`,
 // Q1_EXACT_REC per block): each ab from the block's integer steps, three operations a row and
-// sub-block instead of five, then the same acc = fma(d0, ab, acc) and hsum. A column with any
-// other block runs dot4_ident whole. Not inlined: inside rows_avx2 its accumulators went to memory.
+// sub-block instead of five, then the same acc = fma(d0, ab, acc) and hsum. Only for the columns
+// dot4_ident takes (no -128 quant, where 2·sum - T is not the reference's wrapped sum); a column
+// with any other block runs dot4_ident whole. Not inlined: inside rows_avx2 its accumulators went
+// to memory.
 BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* twos, const float* d0s,
                                                              const uint8_t* rec, const uint8_t* exact, float* out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
