@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/ops.h"
+#include "model/verify_gpu.h"
 #include "test.h"
 
 using namespace bankml::model;
@@ -72,6 +73,53 @@ TEST(ops_rms_norm_matches_double_math_and_scales_exactly_by_powers_of_two) {
         ops::rms_norm_mul(ip.data(), w.data(), ip.data(), n, 0.0f);
         CHECK(same_bits(ip, y));
     }
+}
+
+// The fast path's mean of the squares comes from an unordered sum, the ordered chain running only
+// where the float mean could differ: the reference's bits on rows built to round often, to put
+// the mean on a float's rounding boundary (where only the chain's own sum gives the bits), with
+// subnormal squares, ties, zeros, infinities and NaNs, at every length from 1.
+TEST(ops_rms_norm_fast_path_bit_identical_to_reference) {
+    auto norm = [](const std::vector<float>& x, const std::vector<float>& w, bool fast) {
+        std::vector<float> y(x.size());
+        const bool old = ops::set_fast_paths(fast);
+        ops::rms_norm_mul(x.data(), w.data(), y.data(), x.size(), 1e-6f);
+        ops::set_fast_paths(old);
+        return y;
+    };
+    std::mt19937 rng(5);
+    int rows = 0, boundary = 0;
+    std::vector<float> x, add;
+    for (const std::string& kind : norm_test_kinds())
+        for (size_t n : {128, 2048, 4096, 12288})
+            for (uint64_t seed = 1; seed <= 3; seed++) {
+                norm_test_row(seed * 1000 + n, kind, n, x, add);
+                for (size_t i = 0; i < n; i++) x[i] = add[i] + x[i];
+                const auto w = adversarial(rng, n);
+                const auto ref = norm(x, w, false);
+                CHECK(same_bits(norm(x, w, true), ref));
+                rows++;
+                if (kind.rfind("mean on a boundary", 0) == 0) {
+                    // The row is what it claims: its exact sum's mean is another float than the chain's.
+                    long double exact = 0;
+                    double chain = 0;
+                    for (float v : x) exact += (long double)(v * v), chain += (double)(v * v);
+                    CHECK(float(double(exact / (long double)n)) != float(chain / double(n)));
+                    boundary++;
+                }
+            }
+    for (size_t n = 1; n <= 300; n++) {
+        auto xs = adversarial(rng, n);
+        const auto w = adversarial(rng, n);
+        if (n % 50 == 7) xs[n / 2] = INFINITY;
+        if (n % 50 == 11) xs[n / 3] = NAN;
+        if (n % 50 == 13) std::fill(xs.begin(), xs.end(), 0.0f);
+        const auto ref = norm(xs, w, false);
+        CHECK(same_bits(norm(xs, w, true), ref));
+        rows++;
+    }
+    CHECK(rows > 500);
+    CHECK(boundary == 2 * 4 * 3);
 }
 
 TEST(ops_rope_position_zero_is_identity_and_rotation_keeps_norm) {

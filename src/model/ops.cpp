@@ -34,14 +34,78 @@ static inline uint16_t f2h(float f) { return f32_to_f16(f); }
 
 // ---------------------------------------------------------------- RMS norm
 
-void rms_norm_mul(const float* x, const float* w, float* y, size_t n, float eps) {
-    // ggml sums float squares into a double, one by one (no vectorisation without fast-math).
+// ggml's mean of the squares: the float squares added into a double one by one, in order (no
+// vectorisation without fast-math), then (float)(sum / n).
+static float mean_square_chain(const float* x, size_t n) {
     double sum = 0.0;
     for (size_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)(int64_t)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    // The norm and llama.cpp's weight multiply are separate products (fused or not, the same bits).
+    return (float)(sum / (double)(int64_t)n);
+}
+
+#if BANKML_OPS_X86
+// The same squares added in any order: eight running sums of four doubles, 16 values a step.
+BANKML_AVX2 static double sum_squares_avx2(const float* x, size_t n) {
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        const __m256 qa = _mm256_mul_ps(a, a), qb = _mm256_mul_ps(b, b);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(qa)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(qa, 1)));
+        s2 = _mm256_add_pd(s2, _mm256_cvtps_pd(_mm256_castps256_ps128(qb)));
+        s3 = _mm256_add_pd(s3, _mm256_cvtps_pd(_mm256_extractf128_ps(qb, 1)));
+    }
+    const __m256d t = _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3));
+    alignas(32) double l[4];
+    _mm256_store_pd(l, t);
+    double sum = (l[0] + l[1]) + (l[2] + l[3]);
+    for (; i < n; i++) sum += (double)(x[i] * x[i]);
+    return sum;
+}
+
+// The chain's float mean from an unordered sum a of the same n squares. Any order of adding n
+// nonnegative doubles lands within (n - 1)·2^-53 of their exact sum, relatively, the chain's and
+// a alike, so the chain's sum lies within n·2^-52 of a (plus a rounding of a·(1 ± rel), inside the
+// slack of rel = n·2^-50). Its float mean, (float)(sum / n), is monotone in the sum: where both
+// ends of that interval give the same float, the chain gives it too, without being run (an
+// infinite a comes from an infinite square, which makes the chain's sum infinite too: no double
+// sum of float squares overflows). Elsewhere (a mean near a float's rounding boundary, a NaN, a
+// row too long for the bound) the chain runs.
+static float mean_square_fast(const float* x, size_t n) {
+    if (n == 0 || n > (size_t(1) << 24)) return mean_square_chain(x, n);
+    const double a = sum_squares_avx2(x, n), rel = (double)n * 0x1p-50, dn = (double)(int64_t)n;
+    const float lo = (float)(a * (1.0 - rel) / dn), hi = (float)(a * (1.0 + rel) / dn);
+    if (lo == hi) return lo;
+    return mean_square_chain(x, n);
+}
+#endif
+
+// y = (x·scale)·w: the norm and llama.cpp's weight multiply are separate products (fused or
+// not, the same bits). y may be x (heads are normed in place).
+static void scale_mul_ref(const float* x, float scale, const float* w, float* y, size_t n) {
     for (size_t i = 0; i < n; i++) y[i] = (x[i] * scale) * w[i];
+}
+#if BANKML_OPS_X86
+BANKML_AVX2 static void scale_mul_avx2(const float* x, float scale, const float* w, float* y, size_t n) {
+    const __m256 s = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+    scale_mul_ref(x + i, scale, w + i, y + i, n - i);
+}
+#endif
+
+void rms_norm_mul(const float* x, const float* w, float* y, size_t n, float eps) {
+#if BANKML_OPS_X86
+    const bool fast = fast_paths();
+    const float mean = fast ? mean_square_fast(x, n) : mean_square_chain(x, n);
+#else
+    const float mean = mean_square_chain(x, n);
+#endif
+    const float scale = 1.0f / sqrtf(mean + eps);
+#if BANKML_OPS_X86
+    if (fast) return scale_mul_avx2(x, scale, w, y, n);
+#endif
+    scale_mul_ref(x, scale, w, y, n);
 }
 
 // ---------------------------------------------------------------- rope

@@ -1300,4 +1300,11 @@ std::vector<std::string> verify_ops(gpu::Gpu& gpu, const go::Build& build, const
     return lines;
 }
 
+std::vector<std::string> norm_test_kinds() { return {std::begin(NORM_KINDS), std::end(NORM_KINDS)}; }
+
+void norm_test_row(uint64_t seed, const std::string& kind, size_t n, std::vector<float>& x, std::vector<float>& add) {
+    Rng r(seed);
+    norm_data(r, kind, n, x, add);
+}
+
 }  // namespace bankml::model

@@ -76,4 +76,10 @@ size_t workgroup_bytes(const std::vector<uint32_t>& spirv);
 // card's features: "q2_0_mat_vec_int_dot.spv" and the norms with subgroup arithmetic ("rms_norm_subgroup.spv").
 std::vector<std::pair<std::string, std::vector<uint32_t>>> op_modules();
 
+// Rows that test a norm's bits (verify_ops runs them through the card's norms, the CPU's tests
+// through its own paths): the kinds, and a kind's n values x from seed with the residual `add`
+// that a kind starting with "residual" adds first (zeros otherwise).
+std::vector<std::string> norm_test_kinds();
+void norm_test_row(uint64_t seed, const std::string& kind, size_t n, std::vector<float>& x, std::vector<float>& add);
+
 }  // namespace bankml::model
