@@ -421,8 +421,8 @@ TEST(forward_lane_table_decode_gives_the_row_loops_logits) {
 
 // A decoded token's heads (norms, rope, the cache) and its attention share one pool run with a
 // barrier between them once the cache is long enough for the pool (heads × positions × head size
-// past SMALL_ATTENTION: 16 heads of 128 from 32 positions on): the logits are the same at 1, 2, 3
-// and 16 threads, with and without the lane tables.
+// × threads past SMALL_ATTENTION: 16 heads of 128 from 32 positions on at 2 threads, from 4 at
+// 16): the logits are the same at 1, 2, 3 and 16 threads, with and without the lane tables.
 TEST(forward_decode_heads_and_attention_in_one_pool_run_keep_the_bits) {
     const std::string dir = bt::temp_dir(), bin = bt::bankml_bin(), model = dir + "/wide-heads.gguf";
     auto s = bt::run_cmd(bin + " synth --shape tiny --embd 512 --heads 16 --kv-heads 4 --head-dim 128 --ff 1024 --seed 3 -o " + model);

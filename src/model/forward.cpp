@@ -232,7 +232,7 @@ void Model::Impl::attention(int il, size_t t0, size_t n, int p0, bool heads) {
     const size_t D = (size_t)hp.head_dim, NH = (size_t)hp.n_head, NKV = (size_t)hp.n_head_kv;
     const size_t jobs = (n - t0) * NH;
     // A decoded token over a short cache is less work than a pool barrier: run it here.
-    const bool here = jobs * ((size_t)p0 + n) * D < SMALL_ATTENTION;
+    const bool here = attention_here(jobs * ((size_t)p0 + n) * D, pool->threads());
     const int workers = here ? 1 : pool->threads();
     std::atomic<size_t> next{0}, next_head{0};
     par::Phases stored(workers);

@@ -99,7 +99,7 @@ void step(Impl& lead, const Piece* ps, size_t np) {
                                             att + i * NH * D + hq * D, scratch);
             }
         };
-        if (NH * kv_total * D < SMALL_ATTENTION) work(0);
+        if (attention_here(NH * kv_total * D, P.threads())) work(0);
         else P.run(work);
 
         const Products::Out wo[] = {{&L.wo, o}};

@@ -20,8 +20,11 @@ namespace bankml::model {
 // Tokens per pass through the layers: bounds the scratch (a prompt runs in chunks of this many,
 // a batched decode step in groups of this many sequences).
 inline constexpr size_t MAX_BATCH = 64;
-// Attention below this many (query, key) element products runs on the calling thread.
-inline constexpr size_t SMALL_ATTENTION = 1 << 16;
+// Whether attention of `work` (query, key) element products runs on the calling thread rather
+// than over the pool: below what a pool run's wake-up and barrier cost, which the pool repays
+// only as far as its threads share the work (so more threads take smaller attention).
+inline constexpr size_t SMALL_ATTENTION = 1 << 17;
+inline bool attention_here(size_t work, int threads) { return threads <= 1 || work * (size_t)threads < SMALL_ATTENTION; }
 
 struct Model::Impl {
     gguf::File file;

@@ -70,23 +70,29 @@ static size_t job_rows(size_t total, size_t n, int threads) {
 
 // One pool run over a group: each worker first does share(i0, i1), its share of `items` (the
 // column's preparation: each item's result is its own, so the split changes no bit), and waits for
-// the others (par::Phases); then the workers take jobs of `job` rows of the matrices stacked in
-// order (`total` rows in all) until none is left, rows(i, lo, hi) computing rows [lo, hi) of
-// matrix i.
+// the others (par::Phases); then the workers take jobs of rows of the matrices stacked in order
+// (`total` rows in all) until none is left, rows(i, lo, hi) computing rows [lo, hi) of matrix i.
+// Jobs are `job` rows; with a `unit` (one column: decoded tokens), a job shrinks towards the end
+// of the run, to a half of each worker's share of the rows left but not below unit, so that the
+// workers finish together (a job is claimed with one atomic add: its size is read from the rows
+// left just before, and jobs never overlap). Both are multiples of unit, so jobs keep its
+// alignment. Which worker computes a row changes no bit.
 template <class Share, class Rows>
 static void share_then_rows(par::Pool& pool, size_t items, size_t total, size_t job, std::span<const Products::Out> outs,
-                            Share&& share, Rows&& rows) {
-    const size_t jobs = (total + job - 1) / job;
+                            Share&& share, Rows&& rows, size_t unit = 0) {
     const int workers = pool.threads();
     par::Phases shared(workers);
-    std::atomic<size_t> next{0};
+    std::atomic<size_t> next{0};  // the first row not yet claimed
     pool.run([&](int w) {
         shared.first([&] {
             const size_t i0 = items * (size_t)w / (size_t)workers, i1 = items * (size_t)(w + 1) / (size_t)workers;
             if (i0 < i1) share(i0, i1);
         });
-        for (size_t j; (j = next.fetch_add(1, std::memory_order_relaxed)) < jobs;) {
-            const size_t r0 = j * job, r1 = r0 + job;
+        for (size_t left; (left = total - std::min(total, next.load(std::memory_order_relaxed))) > 0;) {
+            const size_t size = unit ? std::clamp(left / (2 * (size_t)workers) / unit * unit, unit, job) : job;
+            const size_t r0 = next.fetch_add(size, std::memory_order_relaxed);
+            if (r0 >= total) break;
+            const size_t r1 = std::min(total, r0 + size);
             size_t off = 0;
             for (size_t i = 0; i < outs.size(); ++i) {
                 const size_t n = (size_t)outs[i].w->rows, lo = std::max(r0, off), hi = std::min(r1, off + n);
@@ -124,13 +130,15 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
     const quant::Columns a = quant::lay_out_columns(wt, act_.data(), cols, n);
     size_t total = 0;
     for (const Out& o : outs) total += (size_t)o.w->rows;
+    const size_t job = job_rows(total, n, pool.threads());
     share_then_rows(
-        pool, n, total, job_rows(total, n, pool.threads()), outs,
+        pool, n, total, job, outs,
         [&](size_t c0, size_t c1) {
             quant::prepare_activations(wt, x + c0 * cols, cols, c1 - c0, act_.data() + c0 * ab);
             quant::fill_columns(a, c0, c1);
         },
-        [&](size_t i, size_t lo, size_t hi) { quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows); });
+        [&](size_t i, size_t lo, size_t hi) { quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows); },
+        n == 1 ? par::CHUNK_ROWS : 0);
 }
 
 const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {
@@ -196,7 +204,8 @@ bool Products::lane_tables(par::Pool& pool, std::span<const Out> outs, const flo
             const size_t rows = (size_t)outs[i].w->rows, g0 = lo / lut::ROWS, g1 = (hi + lut::ROWS - 1) / lut::ROWS;
             if (wide) lut::rows(packed_[i], rows, cols, g0, g1, t, outs[i].y);
             else lut::rows_avx2(packed_[i], rows, cols, g0, g1, tb, outs[i].y);
-        });
+        },
+        PAIR);
     return true;
 #endif
 }
