@@ -56,9 +56,9 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
     throw Error(std::string("no product kernel for ") + quant::type_name(wt) + " matrices");
 }
 
-// Rows per job of a grouped product: with up to eight columns (decoded tokens) about eight jobs
-// per thread (each claim is one atomic add, so many small jobs balance a token's products over 16
-// threads), at most 256 rows (the per-call work is noise then) and at least 16: a job's first rows
+// Rows per job of a grouped product (a one-column run's largest jobs: they shrink towards its
+// end): with up to eight columns (decoded tokens) about eight jobs per thread (each claim is one
+// atomic add, so many small jobs balance a token's products over 16 threads), at most 256 rows (the per-call work is noise then) and at least 16: a job's first rows
 // wait for memory (the kernels prefetch only within a job), so few columns want long jobs. A
 // prompt's jobs are 32 rows (the batch kernels decode a few rows' weights once and run every
 // column over them).
