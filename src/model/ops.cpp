@@ -89,7 +89,8 @@ static void scale_mul_ref(const float* x, float scale, const float* w, float* y,
 BANKML_AVX2 static void scale_mul_avx2(const float* x, float scale, const float* w, float* y, size_t n) {
     const __m256 s = _mm256_set1_ps(scale);
     size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _mm256_loadu_ps(w + i)));
     scale_mul_ref(x + i, scale, w + i, y + i, n - i);
 }
 #endif

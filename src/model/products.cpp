@@ -58,10 +58,10 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
 
 // Rows per job of a grouped product (a one-column run's largest jobs: they shrink towards its
 // end): with up to eight columns (decoded tokens) about eight jobs per thread (each claim is one
-// atomic add, so many small jobs balance a token's products over 16 threads), at most 256 rows (the per-call work is noise then) and at least 16: a job's first rows
-// wait for memory (the kernels prefetch only within a job), so few columns want long jobs. A
-// prompt's jobs are 32 rows (the batch kernels decode a few rows' weights once and run every
-// column over them).
+// atomic add, so many small jobs balance a token's products over 16 threads), at most 256 rows
+// (the per-call work is noise then) and at least 16: a job's first rows wait for memory (the
+// kernels prefetch only within a job), so few columns want long jobs. A prompt's jobs are 32 rows
+// (the batch kernels decode a few rows' weights once and run every column over them).
 static size_t job_rows(size_t total, size_t n, int threads) {
     if (n > 8) return 2 * par::CHUNK_ROWS;
     const size_t per = total / (size_t(threads) * 8) / par::CHUNK_ROWS * par::CHUNK_ROWS;
