@@ -383,10 +383,10 @@ struct Q1Case {
     std::vector<uint8_t> w, x;
     std::vector<float> ref;
 };
-Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128, size_t ncols = 6) {
+Q1Case q1_case(uint32_t seed, std::vector<size_t> with_m128, size_t ncols = 6, size_t rows = 23, size_t cols = 1024) {
     std::mt19937 g(seed);
     Q1Case c;
-    c.ncols = ncols;
+    c.ncols = ncols, c.rows = rows, c.cols = cols;
     c.w = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Random);
     auto extreme = rand_weights(g, Type::Q1_0, c.rows, c.cols, Regime::Extremes);
     const size_t nb = c.cols / QK1_0;
@@ -702,6 +702,35 @@ TEST(quant_q1_0_batch_tiles_every_column_count) {
             if (!CHECK(same(c.ref, y) && range_ok))
                 bt::fail(__FILE__, __LINE__, std::to_string(ncols) + " columns at " + level_name(level));
         }
+}
+
+// Rows longer than the AVX-512 VNNI tiles' range of blocks (35 blocks: two full ranges of 16 and
+// a short one, the accumulators carried between them) and more rows than one span of groups (77:
+// three spans, the last with a short group), with full tiles, a tail tile and a -128 column, over
+// the whole rows and over ranges that start and end inside a group or a span: every output equals
+// the reference at every level, the outputs outside a range untouched.
+TEST(quant_q1_0_batch_tiles_long_rows_and_spans) {
+    if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
+    for (size_t ncols : {4, 9}) {
+        Q1Case c = q1_case(uint32_t(70 + ncols), ncols == 9 ? std::vector<size_t>{2} : std::vector<size_t>{}, ncols, 77,
+                           35 * QK1_0);
+        for (Path level : fast_levels()) {
+            detail::Prepared p;
+            detail::q1_0_prepare(reinterpret_cast<const BlockQ8_0*>(c.x.data()), c.cols, c.ncols, p, path_isa(level));
+            for (auto [r0, r1] : {std::pair<size_t, size_t>{0, 77}, {5, 74}, {33, 70}, {31, 33}}) {
+                std::vector<float> y(c.rows * c.ncols, -1.0f);
+                detail::q1_0_rows_fast(c.w.data(), c.cols, r0, r1, c.x.data(), p, c.ncols, y.data(), c.rows);
+                bool ok = true;
+                for (size_t col = 0; col < c.ncols; ++col)
+                    for (size_t r = 0; r < c.rows; ++r)
+                        ok &= (r >= r0 && r < r1) ? std::memcmp(&y[col * c.rows + r], &c.ref[col * c.rows + r], 4) == 0
+                                                  : y[col * c.rows + r] == -1.0f;
+                if (!CHECK(ok))
+                    bt::fail(__FILE__, __LINE__, std::to_string(ncols) + " columns, rows " + std::to_string(r0) + ".." +
+                                                     std::to_string(r1) + " at " + level_name(level));
+            }
+        }
+    }
 }
 
 // Columns at the edges of the AVX-512 VNNI tiles' arithmetic, among ordinary ones, at every level:

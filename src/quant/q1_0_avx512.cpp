@@ -91,12 +91,17 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
     }
 }
 
-// Several columns at avx512vnni: four rows (two pairs) at a time, their bits and scales gathered
-// once, then the columns without a -128 quant and with finite scales in tiles of four
-// (vnni::tile_rows: every output of the tile in registers for the whole row), the others one at a
-// time through the non-VNNI loop; a short last group repeats its last row. The first tile of a
-// group prefetches the next group's rows, so that its gathering finds them in the cache: the
-// gathering has no arithmetic beside it to overlap its loads with.
+// Several columns at avx512vnni: spans of up to SPAN_GROUPS groups of four rows (two pairs),
+// each group's bits and scales gathered once, then the columns without a -128 quant and with
+// finite scales in tiles of four (vnni::tile_rows), the others one at a time through the non-VNNI
+// loop; a short last group repeats its last row. The tiles run over TILE_BLOCKS blocks of the rows
+// at a time, a tile of columns over every group of the span before the next tile: the tile's
+// records of those blocks (20 KiB) are then read from the L1 cache by all the span's groups, where
+// tiles over whole rows read every column's records (320 bytes a block: 2 MiB for 64 columns of
+// 12,288) again for each group, from L2 or beyond. Each group and tile carries its accumulators
+// from one range of blocks to the next in memory, unchanged.
+constexpr size_t SPAN_GROUPS = 8, TILE_BLOCKS = 16;
+
 void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx,
                 const Prepared& p, size_t ncols, float* y, size_t ldy) {
     const float* xd = p.part<float>(0);
@@ -105,22 +110,15 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
     const uint8_t* finite = p.part<uint8_t>(4);
     constexpr int P = 2, C = 4;
     struct Scratch {
-        std::vector<uint64_t> bits;        // per pair, block and sub-block: both rows' 32 bits
-        std::vector<float> d0s;            // per pair and block: both rows' scales
+        std::vector<uint64_t> bits;        // per group, pair, block and sub-block: both rows' 32 bits
+        std::vector<float> d0s;            // per group, pair and block: both rows' scales
+        std::vector<float> carry;          // per group and tile: the accumulators between ranges
         std::vector<size_t> tiled, other;  // the columns the tiles take, and the others
         std::vector<const uint8_t*> xr;    // per tiled column: its records (Q1_TILE_REC)
     };
     static thread_local Scratch tls;
     Scratch& s = tls;  // once: each use of a thread_local with a constructor goes through a wrapper
     s.tiled.clear(), s.other.clear(), s.xr.clear();
-    if (s.bits.size() < P * nb * 4) s.bits.resize(P * nb * 4), s.d0s.resize(P * nb * 2);
-    uint64_t* const bits = s.bits.data();
-    float* const d0s = s.d0s.data();
-    // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
-    // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
-    alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
-    for (int w = 0; w < 32; ++w) bw[w] = uint16_t((w % 4 < 2 ? 0 : 32) + 9 * (w / 16) + 1 + 2 * (w % 16 / 4) + w % 2);
-    const __m512i pair_bits = _mm512_load_si512(bw), pair_scales2 = _mm512_load_si512(sw);
     for (size_t c = 0; c < ncols; ++c) {
         if (has_m128[c] || !finite[c]) {
             s.other.push_back(c);
@@ -129,58 +127,82 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
         s.tiled.push_back(c);
         s.xr.push_back(rec + c * nb * Q1_TILE_REC);
     }
-    for (size_t g = r0; g < r1; g += 2 * P) {
-        const BlockQ1_0* rows[2 * P];
-        for (size_t j = 0; j < 2 * P; ++j) rows[j] = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
-        // Per pair and block: the two rows' sign bits interleaved four bytes at a time (one 64-bit
-        // word per sub-block, row A's bits low) and their two scales. Two blocks at a time from
-        // one load per row: a block is nine 16-bit words (the scale, then the bits), so one word
-        // permutation of the two rows' 36 bytes gives both blocks' interleaved bits, and another
-        // their four scales.
-        for (int j = 0; j < P; ++j) {
-            const BlockQ1_0 *ra = rows[2 * j], *rb = rows[2 * j + 1];
-            size_t ib = 0;
-            for (; ib + 2 <= nb; ib += 2) {
-                __m512i a, b;
-                if (ib + 4 <= nb) {  // 64 bytes from block ib stay inside the row
-                    a = _mm512_loadu_si512(ra + ib), b = _mm512_loadu_si512(rb + ib);
-                } else {
-                    a = _mm512_maskz_loadu_epi8(0xfffffffffull, ra + ib), b = _mm512_maskz_loadu_epi8(0xfffffffffull, rb + ib);
+    const size_t tiles = (s.tiled.size() + C - 1) / C;
+    const size_t gbits = P * nb * 4, gd0s = P * nb * 2, tcarry = P * C * 16;
+    if (s.bits.size() < SPAN_GROUPS * gbits) s.bits.resize(SPAN_GROUPS * gbits), s.d0s.resize(SPAN_GROUPS * gd0s);
+    if (nb > TILE_BLOCKS && s.carry.size() < SPAN_GROUPS * tiles * tcarry) s.carry.resize(SPAN_GROUPS * tiles * tcarry);
+    // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
+    // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
+    alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
+    for (int w = 0; w < 32; ++w) bw[w] = uint16_t((w % 4 < 2 ? 0 : 32) + 9 * (w / 16) + 1 + 2 * (w % 16 / 4) + w % 2);
+    const __m512i pair_bits = _mm512_load_si512(bw), pair_scales2 = _mm512_load_si512(sw);
+    // Row j of the group starting at row g (a short last group repeats its last row).
+    auto row = [&](size_t g, size_t j) { return wb + (g + j < r1 ? g + j : r1 - 1) * nb; };
+    for (size_t s0 = r0; s0 < r1; s0 += SPAN_GROUPS * 2 * P) {
+        const size_t groups = std::min(SPAN_GROUPS, (r1 - s0 + 2 * P - 1) / (2 * P));
+        // Per group, pair and block: the two rows' sign bits interleaved four bytes at a time (one
+        // 64-bit word per sub-block, row A's bits low) and their two scales. Two blocks at a time
+        // from one load per row: a block is nine 16-bit words (the scale, then the bits), so one
+        // word permutation of the two rows' 36 bytes gives both blocks' interleaved bits, and
+        // another their four scales.
+        for (size_t gi = 0; gi < groups; ++gi) {
+            uint64_t* const bits = s.bits.data() + gi * gbits;
+            float* const d0s = s.d0s.data() + gi * gd0s;
+            for (int j = 0; j < P; ++j) {
+                const BlockQ1_0 *ra = row(s0 + gi * 2 * P, 2 * j), *rb = row(s0 + gi * 2 * P, 2 * j + 1);
+                size_t ib = 0;
+                for (; ib + 2 <= nb; ib += 2) {
+                    __m512i a, b;
+                    if (ib + 4 <= nb) {  // 64 bytes from block ib stay inside the row
+                        a = _mm512_loadu_si512(ra + ib), b = _mm512_loadu_si512(rb + ib);
+                    } else {
+                        a = _mm512_maskz_loadu_epi8(0xfffffffffull, ra + ib), b = _mm512_maskz_loadu_epi8(0xfffffffffull, rb + ib);
+                    }
+                    _mm512_storeu_si512(bits + (j * nb + ib) * 4, _mm512_permutex2var_epi16(a, pair_bits, b));
+                    const __m512i d = _mm512_permutex2var_epi16(a, pair_scales2, b);
+                    _mm_storeu_ps(d0s + (j * nb + ib) * 2, _mm_cvtph_ps(_mm512_castsi512_si128(d)));
                 }
-                _mm512_storeu_si512(bits + (j * nb + ib) * 4, _mm512_permutex2var_epi16(a, pair_bits, b));
-                const __m512i d = _mm512_permutex2var_epi16(a, pair_scales2, b);
-                _mm_storeu_ps(d0s + (j * nb + ib) * 2, _mm_cvtph_ps(_mm512_castsi512_si128(d)));
-            }
-            for (; ib < nb; ++ib) {
-                const __m128i a = _mm_loadu_si128((const __m128i*)ra[ib].qs);
-                const __m128i b = _mm_loadu_si128((const __m128i*)rb[ib].qs);
-                _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4), _mm_unpacklo_epi32(a, b));
-                _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4 + 2), _mm_unpackhi_epi32(a, b));
-                d0s[(j * nb + ib) * 2] = _cvtsh_ss(ra[ib].d);
-                d0s[(j * nb + ib) * 2 + 1] = _cvtsh_ss(rb[ib].d);
+                for (; ib < nb; ++ib) {
+                    const __m128i a = _mm_loadu_si128((const __m128i*)ra[ib].qs);
+                    const __m128i b = _mm_loadu_si128((const __m128i*)rb[ib].qs);
+                    _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4), _mm_unpacklo_epi32(a, b));
+                    _mm_storeu_si128((__m128i*)(bits + (j * nb + ib) * 4 + 2), _mm_unpackhi_epi32(a, b));
+                    d0s[(j * nb + ib) * 2] = _cvtsh_ss(ra[ib].d);
+                    d0s[(j * nb + ib) * 2 + 1] = _cvtsh_ss(rb[ib].d);
+                }
             }
         }
-        // The next group's rows: pf_step bytes of them per block of this group's first tile.
-        const size_t next = g + 2 * P < r1 ? std::min<size_t>(2 * P, r1 - g - 2 * P) : 0;
-        const char* pf = next ? (const char*)(wb + (g + 2 * P) * nb) : nullptr;
-        const size_t pf_step = next * sizeof(BlockQ1_0);
         float out[C * 2 * P];
-        for (size_t t = 0; t < s.tiled.size(); t += C) {
-            const size_t n = std::min<size_t>(C, s.tiled.size() - t);
-            const uint8_t* const* xr = s.xr.data() + t;
-            switch (n) {
-                case C: vnni::tile_rows<P, C>(nb, bits, d0s, xr, pf, pf_step, out); break;
-                case 3: vnni::tile_rows<P, 3>(nb, bits, d0s, xr, pf, pf_step, out); break;
-                case 2: vnni::tile_rows<P, 2>(nb, bits, d0s, xr, pf, pf_step, out); break;
-                default: vnni::tile_rows<P, 1>(nb, bits, d0s, xr, pf, pf_step, out); break;
+        for (size_t ib0 = 0; ib0 < nb; ib0 += TILE_BLOCKS) {
+            const size_t ib1 = std::min(nb, ib0 + TILE_BLOCKS);
+            for (size_t t = 0; t < tiles; ++t) {
+                const size_t n = std::min<size_t>(C, s.tiled.size() - t * C);
+                const uint8_t* const* xr = s.xr.data() + t * C;
+                for (size_t gi = 0; gi < groups; ++gi) {
+                    const uint64_t* bits = s.bits.data() + gi * gbits;
+                    const float* d0s = s.d0s.data() + gi * gd0s;
+                    float* carry = nb > TILE_BLOCKS ? s.carry.data() + (gi * tiles + t) * tcarry : nullptr;
+                    switch (n) {
+                        case C: vnni::tile_rows<P, C>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
+                        case 3: vnni::tile_rows<P, 3>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
+                        case 2: vnni::tile_rows<P, 2>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
+                        default: vnni::tile_rows<P, 1>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
+                    }
+                    if (ib1 < nb) continue;
+                    const size_t g = s0 + gi * 2 * P;
+                    for (size_t c = 0; c < n; ++c)
+                        for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[s.tiled[t * C + c] * ldy + g + j] = out[c * 2 * P + j];
+                }
             }
-            pf = nullptr;
-            for (size_t c = 0; c < n; ++c)
-                for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[s.tiled[t + c] * ldy + g + j] = out[c * 2 * P + j];
         }
-        for (size_t c : s.other) {
-            bw::decode_rows<P>(nb, rows, xb + c * nbx, xd + c * nbx, nullptr, out);
-            for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
+        for (size_t gi = 0; gi < groups && !s.other.empty(); ++gi) {
+            const size_t g = s0 + gi * 2 * P;
+            const BlockQ1_0* rows[2 * P];
+            for (size_t j = 0; j < 2 * P; ++j) rows[j] = row(g, j);
+            for (size_t c : s.other) {
+                bw::decode_rows<P>(nb, rows, xb + c * nbx, xd + c * nbx, nullptr, out);
+                for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
+            }
         }
     }
 }
