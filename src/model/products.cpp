@@ -61,7 +61,10 @@ void Products::mm(par::Pool& pool, const Matrix& w, const float* x, size_t n, fl
 // atomic add, so many small jobs balance a token's products over 16 threads), at most 256 rows
 // (the per-call work is noise then) and at least 16: a job's first rows wait for memory (the
 // kernels prefetch only within a job), so few columns want long jobs. A prompt's jobs are 32 rows
-// (the batch kernels decode a few rows' weights once and run every column over them).
+// (the batch kernels decode a few rows' weights once and run every column over them), shrinking
+// to BATCH_GROUP rows towards a run's end: a prompt's job of 32 rows is long enough to leave the
+// other workers waiting for it.
+constexpr size_t BATCH_GROUP = 4;  // the rows the batch kernels gather at a time
 static size_t job_rows(size_t total, size_t n, int threads) {
     if (n > 8) return 2 * par::CHUNK_ROWS;
     const size_t per = total / (size_t(threads) * 8) / par::CHUNK_ROWS * par::CHUNK_ROWS;
@@ -72,9 +75,8 @@ static size_t job_rows(size_t total, size_t n, int threads) {
 // column's preparation: each item's result is its own, so the split changes no bit), and waits for
 // the others (par::Phases); then the workers take jobs of rows of the matrices stacked in order
 // (`total` rows in all) until none is left, rows(i, lo, hi) computing rows [lo, hi) of matrix i.
-// Jobs are `job` rows; with a `unit` (one column: decoded tokens), a job shrinks towards the end
-// of the run, to a half of each worker's share of the rows left but not below unit, so that the
-// workers finish together (a job is claimed with one atomic add: its size is read from the rows
+// Jobs are `job` rows; with a `unit`, a job shrinks towards the end of the run, to a half of each
+// worker's share of the rows left but not below unit, so that the workers finish together (a job is claimed with one atomic add: its size is read from the rows
 // left just before, and jobs never overlap). Both are multiples of unit, so jobs keep its
 // alignment. Which worker computes a row changes no bit.
 template <class Share, class Rows>
@@ -138,7 +140,7 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             quant::fill_columns(a, c0, c1);
         },
         [&](size_t i, size_t lo, size_t hi) { quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows); },
-        n == 1 ? par::CHUNK_ROWS : 0);
+        n == 1 ? par::CHUNK_ROWS : BATCH_GROUP);
 }
 
 const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {
