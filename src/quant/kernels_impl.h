@@ -56,10 +56,12 @@ inline constexpr int32_t Q1_MAGIC_BITS = 0x4B400000;
 inline constexpr size_t Q1_TILE_REC = 320;
 
 // The avx2 level's exact blocks (q1_0_prepare's part 5, several columns): per column and weight
-// block, Q1_EXACT_REC bytes holding at 0 eight int32 lanes -C, at 32 four int32 words each holding
-// the int16 M_k twice, at 48 the f32 u, at 52 a uint32 that is 1 where the block qualifies (see
-// q1_0_fast.cpp's exact_record for what these are and when).
-inline constexpr size_t Q1_EXACT_REC = 64;
+// block, Q1_EXACT_REC bytes holding at 0 eight int32 lanes -C, at 32 two int32 words holding the
+// int16 pairs (M_0, M_1) and (M_2, M_3) (M_0 and M_2 in the low halves), at 48 the f32 u, at 52 a
+// uint32 that is 1 where the block qualifies, and at 64 the block's quants paired across
+// sub-blocks (Q1_PAIRED: four vectors of 32 bytes; see q1_0_fast.cpp's exact_record for what these
+// are and when).
+inline constexpr size_t Q1_EXACT_REC = 192;
 
 #if defined(__x86_64__)
 void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p);

@@ -72,6 +72,14 @@ static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols
 // the int32 partial sums stay far inside int32's range. cvt(S)·u is then the reference's ab to the
 // bit (a zero may differ in sign, which cannot reach the output: see dot4_ident). A block with an
 // infinite or NaN scale never qualifies. Four Q8_0 blocks x in, one record (Q1_EXACT_REC) out.
+//
+// The loop halves the multiplies by pairing sub-blocks: madd multiplies each int16 by its own
+// factor, so one madd by the pairs (M_0, M_1) takes sub-block 0's lane sum from a lane's low int16
+// and sub-block 1's from its high one. The quants are stored paired (paired_index): vector v of
+// the four holds, in the four bytes of lane j, bytes 4j + 2h and 4j + 2h + 1 of sub-block 2p, then
+// the same two of sub-block 2p + 1 (p = v / 2, h = v % 2), and each row's a-bytes the same way, so
+// maddubs of vectors 0 and 1 added (each int16 at most 4·2·127, no saturation) gives in lane j
+// 2·(sub-block 0's set sum) low and 2·(sub-block 1's) high, and madd by (M_0, M_1) their terms.
 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
     std::memset(out, 0, Q1_EXACT_REC);
     int64_t n[4];
@@ -103,10 +111,15 @@ static void exact_record(const BlockQ8_0* x, uint8_t* out) {
         negc[lane] = int32_t(-c);
     }
     std::memcpy(out, negc, 32);
-    for (size_t k = 0; k < 4; ++k) {
-        const uint32_t pair = uint32_t(uint16_t(int16_t(m[k]))) * 0x10001u;
-        std::memcpy(out + 32 + 4 * k, &pair, 4);
+    for (size_t pr = 0; pr < 2; ++pr) {
+        const uint32_t pair = uint32_t(uint16_t(int16_t(m[2 * pr]))) | uint32_t(uint16_t(int16_t(m[2 * pr + 1]))) << 16;
+        std::memcpy(out + 32 + 4 * pr, &pair, 4);
     }
+    for (size_t v = 0; v < 4; ++v)
+        for (size_t i = 0; i < 32; ++i) {
+            const size_t k = 2 * (v / 2) + i % 4 / 2, e = i / 4 * 4 + 2 * (v % 2) + i % 2;
+            out[64 + 32 * v + i] = uint8_t(x[k].qs[e]);
+        }
     const float u = std::ldexp(1.0f, emin);
     const uint32_t ok = 1;
     std::memcpy(out + 48, &u, 4);
@@ -279,37 +292,36 @@ BANKML_AVX2 static void dot4_ident(size_t nb, const uint8_t* twos, const float* 
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
-// M_k·2·(the set quants' sum), per lane, of one row's a-bytes and one sub-block's quants.
-BANKML_AVX2 static inline __m256i exact_term(const uint8_t* a, const uint8_t* q, __m256i m) {
-    return _mm256_madd_epi16(
-        _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i*)a), _mm256_load_si256((const __m256i*)q)), m);
+// Paired vectors v, v + 1 (exact_record) of one row's a-bytes against a column's paired quants:
+// per lane, 2·(the set quants' sum) of sub-block 2p low and of 2p + 1 high, times (M_2p, M_2p+1).
+BANKML_AVX2 static inline __m256i exact_pair(const uint8_t* a, const uint8_t* q, __m256i m) {
+    const __m256i lo = _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i*)a), _mm256_load_si256((const __m256i*)q));
+    const __m256i hi =
+        _mm256_maddubs_epi16(_mm256_loadu_si256((const __m256i*)(a + 32)), _mm256_load_si256((const __m256i*)(q + 32)));
+    return _mm256_madd_epi16(_mm256_add_epi16(lo, hi), m);
 }
 
 // dot4_ident for a column whose every block qualifies (exact_record: its records at `exact`,
-// Q1_EXACT_REC per block): each ab from the block's integer steps, three operations a row and
-// sub-block instead of five, then the same acc = fma(d0, ab, acc) and hsum. Only for the columns
-// dot4_ident takes (no -128 quant, where 2·sum - T is not the reference's wrapped sum); a column
-// with any other block runs dot4_ident whole. Not inlined: inside rows_avx2 its accumulators went
-// to memory.
-BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* twos, const float* d0s,
-                                                             const uint8_t* rec, const uint8_t* exact, float* out) {
+// Q1_EXACT_REC per block): each ab from the block's integer steps (four maddubs, two adds of int16
+// and two madd a row and block, over the rows' paired a-bytes `paired`), then the same
+// acc = fma(d0, ab, acc) and hsum. Only for the columns dot4_ident takes (no -128 quant, where
+// 2·sum - T is not the reference's wrapped sum); a column with any other block runs dot4_ident
+// whole. Not inlined: inside rows_avx2 its accumulators went to memory.
+BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* paired, const float* d0s,
+                                                             const uint8_t* exact, float* out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     const size_t mstride = nb * 128;
     for (size_t ib = 0; ib < nb; ++ib) {
-        const uint8_t* r = rec + ib * Q1_TILE_REC;
         const uint8_t* e = exact + ib * Q1_EXACT_REC;
-        int32_t mk[4];
-        std::memcpy(mk, e + 32, 16);
-        const __m256i m0 = _mm256_set1_epi32(mk[0]), m1 = _mm256_set1_epi32(mk[1]);
-        const __m256i m2 = _mm256_set1_epi32(mk[2]), m3 = _mm256_set1_epi32(mk[3]);
+        int32_t mp[2];
+        std::memcpy(mp, e + 32, 8);
+        const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
         const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
 #pragma GCC unroll 4
         for (size_t j = 0; j < 4; ++j) {
-            const uint8_t* a = twos + j * mstride + ib * 128;
-            __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e), exact_term(a, r, m0));
-            s = _mm256_add_epi32(s, exact_term(a + 32, r + 64, m1));
-            s = _mm256_add_epi32(s, exact_term(a + 64, r + 128, m2));
-            s = _mm256_add_epi32(s, exact_term(a + 96, r + 192, m3));
+            const uint8_t* a = paired + j * mstride + ib * 128;
+            const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
+                                               _mm256_add_epi32(exact_pair(a, e + 64, m01), exact_pair(a + 64, e + 128, m23)));
             acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), _mm256_mul_ps(_mm256_cvtepi32_ps(s), u), acc[j]);
         }
     }
@@ -444,43 +456,55 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
             for (size_t r = r0; r < r1; ++r) y[r] = dot_row(nb, wb + r * nb, xb, xd);
         return;
     }
-    // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights, and the
-    // a-bytes 2/0 for the VNNI and identity loops) and run every column over them; a short last
-    // group repeats its last row.
-    bool any_twos = false, any_signs = false;
-    for (size_t c = 0; c < ncols; ++c) (twos_loop(c) ? any_twos : any_signs) = true;
-    static thread_local std::vector<uint8_t> masks, twos;
+    // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights, the a-bytes
+    // 2/0 for the VNNI and identity loops, and the same paired for the exact blocks) and run every
+    // column over them; a short last group repeats its last row.
+    // Whether each column's every block qualifies for dot4_exact.
+    static thread_local std::vector<uint8_t> all_exact;
+    all_exact.assign(ncols, exact ? 1 : 0);
+    if (exact)
+        for (size_t c = 0; c < ncols; ++c)
+            for (size_t ib = 0; ib < nb; ++ib) all_exact[c] &= exact[(c * nb + ib) * Q1_EXACT_REC + 52];
+    bool any_twos = false, any_signs = false, any_exact = false;
+    for (size_t c = 0; c < ncols; ++c) {
+        if (twos_loop(c) && all_exact[c]) any_exact = true;
+        else (twos_loop(c) ? any_twos : any_signs) = true;
+    }
+    static thread_local std::vector<uint8_t> masks, twos, paired;
     static thread_local std::vector<float> d0s;
     if (any_signs && masks.size() < 4 * nb * 128) masks.resize(4 * nb * 128);
     if (any_twos && twos.size() < 4 * nb * 128) twos.resize(4 * nb * 128);
+    if (any_exact && paired.size() < 4 * nb * 128) paired.resize(4 * nb * 128);
     if (d0s.size() < 4 * nb) d0s.resize(4 * nb);
-    // Whether each column's every block qualifies for dot4_exact.
-    static thread_local std::vector<uint8_t> all_exact;
-    if (exact) {
-        all_exact.assign(ncols, 1);
-        for (size_t c = 0; c < ncols; ++c)
-            for (size_t ib = 0; ib < nb; ++ib) all_exact[c] &= exact[(c * nb + ib) * Q1_EXACT_REC + 52];
-    }
+    const __m256i one = _mm256_set1_epi8(1);
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
             const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
             for (size_t ib = 0; ib < nb; ++ib) {
                 d0s[j * nb + ib] = _cvtsh_ss(row[ib].d);
+                __m256i a[4];
                 for (size_t k = 0; k < 4; ++k) {
                     const size_t at = j * nb * 128 + ib * 128 + k * 32;
                     const __m256i sg = signs(row[ib].qs + 4 * k);
+                    a[k] = _mm256_add_epi8(sg, one);  // +1 -> 2, -1 -> 0
                     if (any_signs) _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
-                    if (any_twos)  // +1 -> 2, -1 -> 0
-                        _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, _mm256_set1_epi8(1)));
+                    if (any_twos) _mm256_storeu_si256((__m256i*)(twos.data() + at), a[k]);
                 }
+                if (any_exact)  // exact_record's pairing: in lane j, bytes 4j + 2h, +1 of 2p, then of 2p + 1
+                    for (size_t pr = 0; pr < 2; ++pr) {
+                        uint8_t* at = paired.data() + j * nb * 128 + ib * 128 + pr * 64;
+                        const __m256i lo = a[2 * pr], hi = a[2 * pr + 1];
+                        _mm256_storeu_si256((__m256i*)at, _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA));
+                        _mm256_storeu_si256((__m256i*)(at + 32), _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xAA));
+                    }
             }
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[4];
             if (vnni && twos_loop(c))
                 dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
-            else if (twos_loop(c) && exact && all_exact[c])
-                dot4_exact(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, exact + c * nb * Q1_EXACT_REC, out);
+            else if (twos_loop(c) && all_exact[c])
+                dot4_exact(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
             else if (twos_loop(c))
                 dot4_ident(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, out);
             else
