@@ -76,9 +76,10 @@ static size_t job_rows(size_t total, size_t n, int threads) {
 // the others (par::Phases); then the workers take jobs of rows of the matrices stacked in order
 // (`total` rows in all) until none is left, rows(i, lo, hi) computing rows [lo, hi) of matrix i.
 // Jobs are `job` rows; with a `unit`, a job shrinks towards the end of the run, to a half of each
-// worker's share of the rows left but not below unit, so that the workers finish together (a job is claimed with one atomic add: its size is read from the rows
-// left just before, and jobs never overlap). Both are multiples of unit, so jobs keep its
-// alignment. Which worker computes a row changes no bit.
+// worker's share of the rows left but not below unit, so that the workers finish together (a job
+// is claimed with one atomic add: its size is read from the rows left just before, and jobs never
+// overlap). Both are multiples of unit, so jobs keep its alignment. Which worker computes a row
+// changes no bit.
 template <class Share, class Rows>
 static void share_then_rows(par::Pool& pool, size_t items, size_t total, size_t job, std::span<const Products::Out> outs,
                             Share&& share, Rows&& rows, size_t unit = 0) {

@@ -75,9 +75,9 @@ static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols
 //
 // The loop halves the multiplies by pairing sub-blocks: madd multiplies each int16 by its own
 // factor, so one madd by the pairs (M_0, M_1) takes sub-block 0's lane sum from a lane's low int16
-// and sub-block 1's from its high one. The quants are stored paired (paired_index): vector v of
-// the four holds, in the four bytes of lane j, bytes 4j + 2h and 4j + 2h + 1 of sub-block 2p, then
-// the same two of sub-block 2p + 1 (p = v / 2, h = v % 2), and each row's a-bytes the same way, so
+// and sub-block 1's from its high one. The quants are stored paired at 64: vector v of the four
+// holds, in the four bytes of lane j, bytes 4j + 2h and 4j + 2h + 1 of sub-block 2p, then the same
+// two of sub-block 2p + 1 (p = v / 2, h = v % 2), and rows_avx2 pairs each row's a-bytes alike, so
 // maddubs of vectors 0 and 1 added (each int16 at most 4·2·127, no saturation) gives in lane j
 // 2·(sub-block 0's set sum) low and 2·(sub-block 1's) high, and madd by (M_0, M_1) their terms.
 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
