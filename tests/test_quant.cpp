@@ -706,13 +706,15 @@ TEST(quant_q1_0_batch_tiles_every_column_count) {
 
 // Rows longer than the AVX-512 VNNI tiles' range of blocks (35 blocks: two full ranges of 16 and
 // a short one, the accumulators carried between them) and more rows than one span of groups (77:
-// three spans, the last with a short group), with full tiles, a tail tile and a -128 column, over
-// the whole rows and over ranges that start and end inside a group or a span: every output equals
-// the reference at every level, the outputs outside a range untouched.
+// three spans, the last with a short group), with more than two tiles of columns (10 with a -128
+// column: tiles of 4, 4 and 1; 13: 4, 4, 4 and 1) and with one tile (4 columns: a span of one
+// group over whole rows), over the whole rows and over ranges that start and end inside a group
+// or a span: every output equals the reference at every level, the outputs outside a range
+// untouched.
 TEST(quant_q1_0_batch_tiles_long_rows_and_spans) {
     if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 batch loops cannot run on this CPU");
-    for (size_t ncols : {4, 9}) {
-        Q1Case c = q1_case(uint32_t(70 + ncols), ncols == 9 ? std::vector<size_t>{2} : std::vector<size_t>{}, ncols, 77,
+    for (size_t ncols : {4, 10, 13}) {
+        Q1Case c = q1_case(uint32_t(70 + ncols), ncols == 10 ? std::vector<size_t>{2} : std::vector<size_t>{}, ncols, 77,
                            35 * QK1_0);
         for (Path level : fast_levels()) {
             detail::Prepared p;

@@ -141,7 +141,7 @@ void Products::group(par::Pool& pool, std::span<const Out> outs, const float* x,
             quant::fill_columns(a, c0, c1);
         },
         [&](size_t i, size_t lo, size_t hi) { quant::rows(a, outs[i].w->data, lo, hi, outs[i].y, (size_t)outs[i].w->rows); },
-        n == 1 ? par::CHUNK_ROWS : BATCH_GROUP);
+        n == 1 ? par::CHUNK_ROWS : n > 8 ? BATCH_GROUP : 0);
 }
 
 const uint8_t* Products::decode_layout(par::Pool& pool, const Matrix& w) {

@@ -91,15 +91,19 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
     }
 }
 
-// Several columns at avx512vnni: spans of up to SPAN_GROUPS groups of four rows (two pairs),
-// each group's bits and scales gathered once, then the columns without a -128 quant and with
-// finite scales in tiles of four (vnni::tile_rows), the others one at a time through the non-VNNI
-// loop; a short last group repeats its last row. The tiles run over TILE_BLOCKS blocks of the rows
-// at a time, a tile of columns over every group of the span before the next tile: the tile's
-// records of those blocks (20 KiB) are then read from the L1 cache by all the span's groups, where
-// tiles over whole rows read every column's records (320 bytes a block: 2 MiB for 64 columns of
-// 12,288) again for each group, from L2 or beyond. Each group and tile carries its accumulators
-// from one range of blocks to the next in memory, unchanged.
+// Several columns at avx512vnni: spans of groups of four rows (two pairs), each group's bits and
+// scales gathered once, then the columns without a -128 quant and with finite scales in tiles of
+// four (vnni::tile_rows), the others one at a time through the non-VNNI loop; a short last group
+// repeats its last row. With more than two tiles of columns (a prompt), a span is up to
+// SPAN_GROUPS groups and the tiles run over TILE_BLOCKS blocks of the rows at a time, a tile of
+// columns over every group of the span before the next tile: the tile's records of those blocks
+// (20 KiB) are then read from the L1 cache by all the span's groups, where tiles over whole rows
+// read every column's records (320 bytes a block: 2 MiB for 64 columns of 12,288) again for each
+// group, from L2 or beyond. Each group and tile carries its accumulators from one range of blocks
+// to the next in memory, unchanged. With fewer columns (decode batches), whose records stay in L2,
+// a span is one group over whole rows. Either way the first tile's calls prefetch the next span's
+// rows, spread over their blocks, so that its gathering, which has no arithmetic beside it, finds
+// them in the cache.
 constexpr size_t SPAN_GROUPS = 8, TILE_BLOCKS = 16;
 
 void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx,
@@ -128,9 +132,12 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
         s.xr.push_back(rec + c * nb * Q1_TILE_REC);
     }
     const size_t tiles = (s.tiled.size() + C - 1) / C;
+    const bool spans = tiles > 2;
+    const size_t span_groups = spans ? SPAN_GROUPS : 1, range = spans ? TILE_BLOCKS : nb;
+    const size_t ranges = (nb + range - 1) / range, span_rows = span_groups * 2 * P;
     const size_t gbits = P * nb * 4, gd0s = P * nb * 2, tcarry = P * C * 16;
-    if (s.bits.size() < SPAN_GROUPS * gbits) s.bits.resize(SPAN_GROUPS * gbits), s.d0s.resize(SPAN_GROUPS * gd0s);
-    if (nb > TILE_BLOCKS && s.carry.size() < SPAN_GROUPS * tiles * tcarry) s.carry.resize(SPAN_GROUPS * tiles * tcarry);
+    if (s.bits.size() < span_groups * gbits) s.bits.resize(span_groups * gbits), s.d0s.resize(span_groups * gd0s);
+    if (ranges > 1 && s.carry.size() < span_groups * tiles * tcarry) s.carry.resize(span_groups * tiles * tcarry);
     // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
     // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
     alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
@@ -138,8 +145,12 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
     const __m512i pair_bits = _mm512_load_si512(bw), pair_scales2 = _mm512_load_si512(sw);
     // Row j of the group starting at row g (a short last group repeats its last row).
     auto row = [&](size_t g, size_t j) { return wb + (g + j < r1 ? g + j : r1 - 1) * nb; };
-    for (size_t s0 = r0; s0 < r1; s0 += SPAN_GROUPS * 2 * P) {
-        const size_t groups = std::min(SPAN_GROUPS, (r1 - s0 + 2 * P - 1) / (2 * P));
+    for (size_t s0 = r0; s0 < r1; s0 += span_rows) {
+        const size_t groups = std::min(span_groups, (r1 - s0 + 2 * P - 1) / (2 * P));
+        // The next span's rows (contiguous), a slice for each of the first tile's calls.
+        const size_t next0 = std::min(r1, s0 + span_rows), next1 = std::min(r1, s0 + 2 * span_rows);
+        const char* pf = (const char*)(wb + next0 * nb);
+        const size_t pf_bytes = (next1 - next0) * nb * sizeof(BlockQ1_0), calls = ranges * groups;
         // Per group, pair and block: the two rows' sign bits interleaved four bytes at a time (one
         // 64-bit word per sub-block, row A's bits low) and their two scales. Two blocks at a time
         // from one load per row: a block is nine 16-bit words (the scale, then the bits), so one
@@ -173,20 +184,26 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
             }
         }
         float out[C * 2 * P];
-        for (size_t ib0 = 0; ib0 < nb; ib0 += TILE_BLOCKS) {
-            const size_t ib1 = std::min(nb, ib0 + TILE_BLOCKS);
+        for (size_t ib0 = 0; ib0 < nb; ib0 += range) {
+            const size_t ib1 = std::min(nb, ib0 + range);
             for (size_t t = 0; t < tiles; ++t) {
                 const size_t n = std::min<size_t>(C, s.tiled.size() - t * C);
                 const uint8_t* const* xr = s.xr.data() + t * C;
                 for (size_t gi = 0; gi < groups; ++gi) {
                     const uint64_t* bits = s.bits.data() + gi * gbits;
                     const float* d0s = s.d0s.data() + gi * gd0s;
-                    float* carry = nb > TILE_BLOCKS ? s.carry.data() + (gi * tiles + t) * tcarry : nullptr;
+                    float* carry = ranges > 1 ? s.carry.data() + (gi * tiles + t) * tcarry : nullptr;
+                    vnni::Ahead ahead;
+                    if (t == 0 && pf_bytes) {
+                        const size_t call = ib0 / range * groups + gi;
+                        const size_t a0 = pf_bytes * call / calls, a1 = pf_bytes * (call + 1) / calls;
+                        ahead = {pf + a0, pf + a1, (a1 - a0 + (ib1 - ib0) * 64 - 1) / ((ib1 - ib0) * 64) * 64};
+                    }
                     switch (n) {
-                        case C: vnni::tile_rows<P, C>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
-                        case 3: vnni::tile_rows<P, 3>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
-                        case 2: vnni::tile_rows<P, 2>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
-                        default: vnni::tile_rows<P, 1>(nb, ib0, ib1, bits, d0s, xr, carry, out); break;
+                        case C: vnni::tile_rows<P, C>(nb, ib0, ib1, bits, d0s, xr, carry, ahead, out); break;
+                        case 3: vnni::tile_rows<P, 3>(nb, ib0, ib1, bits, d0s, xr, carry, ahead, out); break;
+                        case 2: vnni::tile_rows<P, 2>(nb, ib0, ib1, bits, d0s, xr, carry, ahead, out); break;
+                        default: vnni::tile_rows<P, 1>(nb, ib0, ib1, bits, d0s, xr, carry, ahead, out); break;
                     }
                     if (ib1 < nb) continue;
                     const size_t g = s0 + gi * 2 * P;
