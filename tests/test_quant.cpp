@@ -820,10 +820,13 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
 // and column 3's block 1 zero quants outside lane 0, so that row 0's output there is lane 0's ab
 // alone: the reference's rounded one, not the exact sum an integer loop would give. Column 4: four exponents apart
 // (M = 2047·16 = 32752, an int16) with small quants. Column 5: five apart (M = 65504, no int16).
+// Columns 6 and 7, the magic loop's edge (lanes MAGIC_BITS - C, sums under 2^22 in magnitude): block
+// 1's lane 0 sums 16384·256 + 1024·1 (2^22 + 1024: the column runs the converting loop, and row 0's
+// sum there is past what MAGIC_BITS + S can hold) and 16384·255 (the column runs the magic loop).
 TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
     if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 avx2 loops cannot run on this CPU");
     std::mt19937 g(91);
-    const size_t rows = 23, cols = 1024, ncols = 6, nb = cols / QK1_0, nbx = cols / QK8_0;
+    const size_t rows = 23, cols = 1024, ncols = 8, nb = cols / QK1_0, nbx = cols / QK8_0;
     auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
     std::vector<BlockQ8_0> x(ncols * nbx);
     for (auto& b : x) {  // narrow: scales in [0.5, 1), quants in [-127, 127]
@@ -857,8 +860,19 @@ TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
     for (size_t col : {4, 5})
         for (size_t k = 0; k < 4; ++k)
             for (auto& q : block(col, 2)[k].qs) q = int8_t(int(g() % 3) - 1);
+    for (size_t col : {6, 7}) {  // M = 16384 and 1024 over u = 2^-5 (scales 0.5 and 2^-5)
+        scales(col, 1, {0x3800, 0x2800, 0, 0});
+        std::memset(block(col, 1)[0].qs, 0, QK8_0);
+        for (size_t e = 0; e < 4; ++e) block(col, 1)[0].qs[e] = col == 7 && e == 0 ? 63 : 64, block(col, 1)[1].qs[e] = 0;
+    }
+    block(6, 1)[1].qs[0] = 1;
     detail::Prepared p;
     detail::q1_0_prepare(x.data(), cols, ncols, p, Isa::Avx2);
+    const uint8_t want_kind[] = {detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_CVT, detail::Q1_EXACT_NONE,
+                                 detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_NONE, detail::Q1_EXACT_CVT, detail::Q1_EXACT_MAGIC};
+    for (size_t col = 0; col < ncols; ++col)
+        if (!CHECK(p.part<uint8_t>(6)[col] == want_kind[col]))
+            bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " kind " + std::to_string(p.part<uint8_t>(6)[col]));
     auto exact = [&](size_t col, size_t wb) { return p.part<uint8_t>(5)[(col * nb + wb) * detail::Q1_EXACT_REC + 52]; };
     bool flags = true;
     for (size_t col = 0; col < ncols; ++col)

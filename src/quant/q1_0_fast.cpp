@@ -80,7 +80,7 @@ static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols
 // two of sub-block 2p + 1 (p = v / 2, h = v % 2), and rows_avx2 pairs each row's a-bytes alike, so
 // maddubs of vectors 0 and 1 added (each int16 at most 4·2·127, no saturation) gives in lane j
 // 2·(sub-block 0's set sum) low and 2·(sub-block 1's) high, and madd by (M_0, M_1) their terms.
-static void exact_record(const BlockQ8_0* x, uint8_t* out) {
+BANKML_AVX2 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
     std::memset(out, 0, Q1_EXACT_REC);
     int64_t n[4];
     int e[4], emin = 0;
@@ -98,16 +98,25 @@ static void exact_record(const BlockQ8_0* x, uint8_t* out) {
         m[k] = n[k] * (int64_t(1) << (n[k] ? e[k] - emin : 0));
         if (m[k] > 32767 || m[k] < -32767) return;
     }
+    // Per sub-block k and lane: T (the four quants' sum) and L (their magnitudes' sum, |-128| = 128).
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256i q[4];
+    alignas(32) int32_t tk[4][8], lk[4][8];
+    for (size_t k = 0; k < 4; ++k) {
+        q[k] = _mm256_loadu_si256((const __m256i*)x[k].qs);
+        _mm256_store_si256((__m256i*)tk[k], _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q[k]), ones16));
+        _mm256_store_si256((__m256i*)lk[k], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q[k]), ones8), ones16));
+    }
     int32_t negc[8];
+    uint8_t magic = 1;
     for (size_t lane = 0; lane < 8; ++lane) {
         int64_t bound = 0, c = 0;
         for (size_t k = 0; k < 4; ++k) {
-            int64_t t = 0, l = 0;
-            for (size_t i = lane * 4; i < lane * 4 + 4; ++i) t += x[k].qs[i], l += std::abs(int(x[k].qs[i]));
-            bound += (m[k] < 0 ? -m[k] : m[k]) * l;
-            c += m[k] * t;
+            bound += (m[k] < 0 ? -m[k] : m[k]) * lk[k][lane];
+            c += m[k] * tk[k][lane];
         }
         if (bound > (int64_t(1) << 24)) return;
+        if (bound >= (int64_t(1) << 22)) magic = 0;
         negc[lane] = int32_t(-c);
     }
     std::memcpy(out, negc, 32);
@@ -115,15 +124,35 @@ static void exact_record(const BlockQ8_0* x, uint8_t* out) {
         const uint32_t pair = uint32_t(uint16_t(int16_t(m[2 * pr]))) | uint32_t(uint16_t(int16_t(m[2 * pr + 1]))) << 16;
         std::memcpy(out + 32 + 4 * pr, &pair, 4);
     }
-    for (size_t v = 0; v < 4; ++v)
-        for (size_t i = 0; i < 32; ++i) {
-            const size_t k = 2 * (v / 2) + i % 4 / 2, e = i / 4 * 4 + 2 * (v % 2) + i % 2;
-            out[64 + 32 * v + i] = uint8_t(x[k].qs[e]);
-        }
-    const float u = std::ldexp(1.0f, emin);
-    const uint32_t ok = 1;
+    for (size_t pr = 0; pr < 2; ++pr) {  // vector 2pr + h: in lane j, bytes 4j + 2h, +1 of sub-block 2pr, then of 2pr + 1
+        const __m256i lo = q[2 * pr], hi = q[2 * pr + 1];
+        _mm256_storeu_si256((__m256i*)(out + 64 + 64 * pr), _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA));
+        _mm256_storeu_si256((__m256i*)(out + 96 + 64 * pr), _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xAA));
+    }
+    const float u = std::ldexp(1.0f, emin), nmu = -Q1_MAGIC * u;
     std::memcpy(out + 48, &u, 4);
-    std::memcpy(out + 52, &ok, 4);
+    out[52] = 1;
+    out[53] = magic;
+    std::memcpy(out + 56, &nmu, 4);
+}
+
+// Per column of [c0, c1) which exact loop its blocks allow (part 6); a column takes the magic one
+// only where every block does, and then its lanes become MAGIC_BITS - C.
+static void exact_columns(uint8_t* rec, size_t nb, size_t c0, size_t c1, uint8_t* kind) {
+    for (size_t c = c0; c < c1; ++c) {
+        uint8_t* col = rec + c * nb * Q1_EXACT_REC;
+        uint8_t ok = 1, magic = 1;
+        for (size_t ib = 0; ib < nb; ++ib) ok &= col[ib * Q1_EXACT_REC + 52], magic &= col[ib * Q1_EXACT_REC + 53];
+        kind[c] = !ok ? Q1_EXACT_NONE : magic ? Q1_EXACT_MAGIC : Q1_EXACT_CVT;
+        if (kind[c] == Q1_EXACT_MAGIC)
+            for (size_t ib = 0; ib < nb; ++ib)
+                for (size_t lane = 0; lane < 8; ++lane) {
+                    int32_t v;
+                    std::memcpy(&v, col + ib * Q1_EXACT_REC + 4 * lane, 4);
+                    v += Q1_MAGIC_BITS;
+                    std::memcpy(col + ib * Q1_EXACT_REC + 4 * lane, &v, 4);
+                }
+    }
 }
 
 void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
@@ -131,7 +160,7 @@ void q1_0_layout(size_t cols, size_t ncols, Isa isa, Prepared& p) {
     const size_t n = cols / QK8_0 * ncols;
     const bool tiles = q1_0_tiles(p), sums = q1_0_sums(p);
     p.layout({n * sizeof(float), sums ? n * 8 * sizeof(int32_t) : 0, ncols, tiles ? n / 4 * Q1_TILE_REC : 0,
-              tiles ? ncols : 0, q1_0_exact(p) ? n / 4 * Q1_EXACT_REC : 0});
+              tiles ? ncols : 0, q1_0_exact(p) ? n / 4 * Q1_EXACT_REC : 0, q1_0_exact(p) ? ncols : 0});
 }
 
 // Columns [c0, c1): their blocks from c0 · nbx on (a weight block is four Q8_0 blocks of one
@@ -176,8 +205,10 @@ void q1_0_prepare(const BlockQ8_0* x0, Prepared& p, size_t c0, size_t c1) {
         std::memcpy(rec + i / 4 * Q1_TILE_REC + 272 + i % 4 * 4, &ndm, 4);
         if (!std::isfinite(d[i])) finite[i / nbx] = 0;
     }
-    if (q1_0_exact(p))
+    if (q1_0_exact(p)) {
         for (size_t i = 0; i < n; i += 4) exact_record(x + i, p.part<uint8_t>(5) + (first + i) / 4 * Q1_EXACT_REC);
+        exact_columns(p.part<uint8_t>(5), nbx / 4, c0, c1, p.part<uint8_t>(6));
+    }
 }
 
 // Byte e: -1 where bit e of the sub-block's 32 sign bits is clear (weight -d), +1 where set.
@@ -307,6 +338,11 @@ BANKML_AVX2 static inline __m256i exact_pair(const uint8_t* a, const uint8_t* q,
 // acc = fma(d0, ab, acc) and hsum. Only for the columns dot4_ident takes (no -128 quant, where
 // 2·sum - T is not the reference's wrapped sum); a column with any other block runs dot4_ident
 // whole. Not inlined: inside rows_avx2 its accumulators went to memory.
+//
+// With Magic (every block's bound under 2^22, the lanes MAGIC_BITS - C: exact_columns), the int32
+// sum is already the bits of the f32 MAGIC + S, and fma(f, u, -MAGIC·u) = S·u exactly (one rounding
+// of a representable value): one fma in place of the conversion and the multiply.
+template <bool Magic>
 BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* paired, const float* d0s,
                                                              const uint8_t* exact, float* out) {
     __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -317,14 +353,17 @@ BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const ui
         std::memcpy(mp, e + 32, 8);
         const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
         const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
+        const __m256 nmu = _mm256_broadcast_ss((const float*)(e + 56));
 #pragma GCC unroll 4
         for (size_t j = 0; j < 4; ++j) {
             const uint8_t* a = paired + j * mstride + ib * 128;
             const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
                                                _mm256_add_epi32(exact_pair(a, e + 64, m01), exact_pair(a + 64, e + 128, m23)));
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), _mm256_mul_ps(_mm256_cvtepi32_ps(s), u), acc[j]);
+            const __m256 ab = Magic ? _mm256_fmadd_ps(_mm256_castsi256_ps(s), u, nmu) : _mm256_mul_ps(_mm256_cvtepi32_ps(s), u);
+            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab, acc[j]);
         }
     }
+#pragma GCC unroll 4
     for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
 }
 
@@ -434,6 +473,7 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     const uint8_t* rec = ident ? p.part<uint8_t>(3) : nullptr;
     const uint8_t* finite = ident ? p.part<uint8_t>(4) : nullptr;
     const uint8_t* exact = q1_0_exact(p) ? p.part<uint8_t>(5) : nullptr;
+    const uint8_t* exact_kind = exact ? p.part<uint8_t>(6) : nullptr;
     // Whether column c runs the VNNI or identity loop (else the psignb loop).
     auto twos_loop = [&](size_t c) { return (vnni && !has_m128[c]) || (ident && !has_m128[c] && finite[c]); };
     if (ncols == 1) {
@@ -459,15 +499,10 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights, the a-bytes
     // 2/0 for the VNNI and identity loops, and the same paired for the exact blocks) and run every
     // column over them; a short last group repeats its last row.
-    // Whether each column's every block qualifies for dot4_exact.
-    static thread_local std::vector<uint8_t> all_exact;
-    all_exact.assign(ncols, exact ? 1 : 0);
-    if (exact)
-        for (size_t c = 0; c < ncols; ++c)
-            for (size_t ib = 0; ib < nb; ++ib) all_exact[c] &= exact[(c * nb + ib) * Q1_EXACT_REC + 52];
+    auto exact_loop = [&](size_t c) { return exact ? exact_kind[c] : uint8_t(Q1_EXACT_NONE); };
     bool any_twos = false, any_signs = false, any_exact = false;
     for (size_t c = 0; c < ncols; ++c) {
-        if (twos_loop(c) && all_exact[c]) any_exact = true;
+        if (twos_loop(c) && exact_loop(c)) any_exact = true;
         else (twos_loop(c) ? any_twos : any_signs) = true;
     }
     static thread_local std::vector<uint8_t> masks, twos, paired;
@@ -476,40 +511,62 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     if (any_twos && twos.size() < 4 * nb * 128) twos.resize(4 * nb * 128);
     if (any_exact && paired.size() < 4 * nb * 128) paired.resize(4 * nb * 128);
     if (d0s.size() < 4 * nb) d0s.resize(4 * nb);
-    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+    // exact_record's pairing straight from the bits: byte 4j + b of vector (p, h) is 2 where weight
+    // 4j + 2h + b % 2 of sub-block 2p + b / 2 is set, that is bit 4(j % 2) + 2h + b % 2 of the
+    // sub-block's byte j / 2, found in the eight bytes of sub-blocks 2p, 2p + 1 at (b / 2)·4 + j / 2.
+    alignas(32) uint8_t pair_idx[32], pair_bit[2][32];
+    for (size_t pos = 0; pos < 32; ++pos) {
+        const size_t j = pos / 4, b = pos % 4;
+        pair_idx[pos] = uint8_t(b / 2 * 4 + j / 2);
+        for (size_t h = 0; h < 2; ++h) pair_bit[h][pos] = uint8_t(1u << (4 * (j % 2) + 2 * h + b % 2));
+    }
+    const __m256i pidx = _mm256_load_si256((const __m256i*)pair_idx);
+    const __m256i pbit[2] = {_mm256_load_si256((const __m256i*)pair_bit[0]), _mm256_load_si256((const __m256i*)pair_bit[1])};
     for (size_t g = r0; g < r1; g += 4) {
         for (size_t j = 0; j < 4; ++j) {
             const BlockQ1_0* row = wb + (g + j < r1 ? g + j : r1 - 1) * nb;
             for (size_t ib = 0; ib < nb; ++ib) {
                 d0s[j * nb + ib] = _cvtsh_ss(row[ib].d);
-                __m256i a[4];
-                for (size_t k = 0; k < 4; ++k) {
-                    const size_t at = j * nb * 128 + ib * 128 + k * 32;
-                    const __m256i sg = signs(row[ib].qs + 4 * k);
-                    a[k] = _mm256_add_epi8(sg, one);  // +1 -> 2, -1 -> 0
-                    if (any_signs) _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
-                    if (any_twos) _mm256_storeu_si256((__m256i*)(twos.data() + at), a[k]);
-                }
-                if (any_exact)  // exact_record's pairing: in lane j, bytes 4j + 2h, +1 of 2p, then of 2p + 1
+                if (any_signs || any_twos)
+                    for (size_t k = 0; k < 4; ++k) {
+                        const size_t at = j * nb * 128 + ib * 128 + k * 32;
+                        const __m256i sg = signs(row[ib].qs + 4 * k);
+                        if (any_signs) _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
+                        if (any_twos) _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, one));  // +1 -> 2, -1 -> 0
+                    }
+                if (any_exact)
                     for (size_t pr = 0; pr < 2; ++pr) {
+                        int64_t b8;
+                        std::memcpy(&b8, row[ib].qs + 8 * pr, 8);
+                        const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi64x(b8), pidx);
                         uint8_t* at = paired.data() + j * nb * 128 + ib * 128 + pr * 64;
-                        const __m256i lo = a[2 * pr], hi = a[2 * pr + 1];
-                        _mm256_storeu_si256((__m256i*)at, _mm256_blend_epi16(lo, _mm256_slli_epi32(hi, 16), 0xAA));
-                        _mm256_storeu_si256((__m256i*)(at + 32), _mm256_blend_epi16(_mm256_srli_epi32(lo, 16), hi, 0xAA));
+                        for (size_t h = 0; h < 2; ++h)
+                            _mm256_storeu_si256((__m256i*)(at + 32 * h),
+                                                _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, pbit[h]), pbit[h]), two));
                     }
             }
         }
+        // The next group's rows, asked for a slice per column so that their first reads do not wait.
+        const char* next = reinterpret_cast<const char*>(wb + (g + 4) * nb);
+        const size_t next_lines = g + 4 < r1 ? ((r1 - g - 4 < 4 ? r1 - g - 4 : 4) * nb * sizeof(BlockQ1_0) + 63) / 64 : 0;
         for (size_t c = 0; c < ncols; ++c) {
-            float out[4];
+            for (size_t l = c * next_lines / ncols; l < (c + 1) * next_lines / ncols; ++l)
+                _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+            float tail[4];
+            float* out = g + 4 <= r1 ? y + c * ldy + g : tail;  // a whole group's outputs straight to y
             if (vnni && twos_loop(c))
                 dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
-            else if (twos_loop(c) && all_exact[c])
-                dot4_exact(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
+            else if (twos_loop(c) && exact_loop(c) == Q1_EXACT_MAGIC)
+                dot4_exact<true>(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
+            else if (twos_loop(c) && exact_loop(c))
+                dot4_exact<false>(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
             else if (twos_loop(c))
                 dot4_ident(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, out);
             else
                 dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, xd + c * nbx, out);
-            for (size_t j = 0; j < 4 && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
+            if (out == tail)
+                for (size_t j = 0; g + j < r1; ++j) y[c * ldy + g + j] = tail[j];
         }
     }
 }
