@@ -887,10 +887,17 @@ TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
     CHECK(flags);
     std::vector<float> ref(rows * ncols), y(rows * ncols, -1.0f);
     mat_mat(Type::Q1_0, w.data(), rows, cols, x.data(), ncols, ref.data(), Path::Reference);
-    detail::q1_0_rows_fast(w.data(), cols, 0, rows, x.data(), p, ncols, y.data(), rows);
-    for (size_t col = 0; col < ncols; ++col)
-        if (!CHECK(std::memcmp(&y[col * rows], &ref[col * rows], rows * 4) == 0))
-            bt::fail(__FILE__, __LINE__, "column " + std::to_string(col));
+    // All rows at once (groups of four, the last one short), then in ranges that start and end
+    // inside groups, and single rows.
+    const size_t cuts[][4] = {{0, rows, rows, rows}, {0, 4, 6, rows}, {0, 3, 11, rows}, {0, 1, 2, rows}};
+    for (const auto& cut : cuts) {
+        std::fill(y.begin(), y.end(), -1.0f);
+        for (size_t i = 0; i < 3; ++i) detail::q1_0_rows_fast(w.data(), cols, cut[i], cut[i + 1], x.data(), p, ncols, y.data(), rows);
+        for (size_t col = 0; col < ncols; ++col)
+            if (!CHECK(std::memcmp(&y[col * rows], &ref[col * rows], rows * 4) == 0))
+                bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + ", ranges cut at " + std::to_string(cut[1]) +
+                                                 ", " + std::to_string(cut[2]));
+    }
     // Row 0 against column 3: the exact sum is a float, and the reference's output is not it.
     double exact_sum = 0;
     for (size_t k = 0; k < 4; ++k) {
