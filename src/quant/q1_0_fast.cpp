@@ -547,12 +547,7 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
                     }
             }
         }
-        // The next group's rows, asked for a slice per column so that their first reads do not wait.
-        const char* next = reinterpret_cast<const char*>(wb + (g + 4) * nb);
-        const size_t next_lines = g + 4 < r1 ? ((r1 - g - 4 < 4 ? r1 - g - 4 : 4) * nb * sizeof(BlockQ1_0) + 63) / 64 : 0;
         for (size_t c = 0; c < ncols; ++c) {
-            for (size_t l = c * next_lines / ncols; l < (c + 1) * next_lines / ncols; ++l)
-                _mm_prefetch(next + 64 * l, _MM_HINT_T0);
             float tail[4];
             float* out = g + 4 <= r1 ? y + c * ldy + g : tail;  // a whole group's outputs straight to y
             if (vnni && twos_loop(c))
