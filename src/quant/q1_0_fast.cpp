@@ -71,7 +71,8 @@ static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols
 // so S = -C + Σ_k madd(...) with C = Σ_k M_k·T_k per lane; |M_k| <= 32767 keeps M_k an int16, and
 // the int32 partial sums stay far inside int32's range. cvt(S)·u is then the reference's ab to the
 // bit (a zero may differ in sign, which cannot reach the output: see dot4_ident). A block with an
-// infinite or NaN scale never qualifies. Four Q8_0 blocks x in, one record (Q1_EXACT_REC) out.
+// infinite or NaN scale never qualifies. Four Q8_0 blocks x and their lanes' -T (part 1) in, one
+// record (Q1_EXACT_REC) out.
 //
 // The loop halves the multiplies by pairing sub-blocks: madd multiplies each int16 by its own
 // factor, so one madd by the pairs (M_0, M_1) takes sub-block 0's lane sum from a lane's low int16
@@ -80,7 +81,7 @@ static bool q1_0_exact(const Prepared& p) { return p.isa == Isa::Avx2 && p.ncols
 // two of sub-block 2p + 1 (p = v / 2, h = v % 2), and rows_avx2 pairs each row's a-bytes alike, so
 // maddubs of vectors 0 and 1 added (each int16 at most 4·2·127, no saturation) gives in lane j
 // 2·(sub-block 0's set sum) low and 2·(sub-block 1's) high, and madd by (M_0, M_1) their terms.
-BANKML_AVX2 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
+BANKML_AVX2 static void exact_record(const BlockQ8_0* x, const int32_t* negt, uint8_t* out) {
     std::memset(out, 0, Q1_EXACT_REC);
     int64_t n[4];
     int e[4], emin = 0;
@@ -98,13 +99,12 @@ BANKML_AVX2 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
         m[k] = n[k] * (int64_t(1) << (n[k] ? e[k] - emin : 0));
         if (m[k] > 32767 || m[k] < -32767) return;
     }
-    // Per sub-block k and lane: T (the four quants' sum) and L (their magnitudes' sum, |-128| = 128).
+    // Per sub-block k and lane: L, the four quants' magnitudes' sum (|-128| = 128).
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
     __m256i q[4];
-    alignas(32) int32_t tk[4][8], lk[4][8];
+    alignas(32) int32_t lk[4][8];
     for (size_t k = 0; k < 4; ++k) {
         q[k] = _mm256_loadu_si256((const __m256i*)x[k].qs);
-        _mm256_store_si256((__m256i*)tk[k], _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q[k]), ones16));
         _mm256_store_si256((__m256i*)lk[k], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q[k]), ones8), ones16));
     }
     int32_t negc[8];
@@ -113,7 +113,7 @@ BANKML_AVX2 static void exact_record(const BlockQ8_0* x, uint8_t* out) {
         int64_t bound = 0, c = 0;
         for (size_t k = 0; k < 4; ++k) {
             bound += (m[k] < 0 ? -m[k] : m[k]) * lk[k][lane];
-            c += m[k] * tk[k][lane];
+            c -= m[k] * negt[k * 8 + lane];
         }
         if (bound > (int64_t(1) << 24)) return;
         if (bound >= (int64_t(1) << 22)) magic = 0;
@@ -206,7 +206,8 @@ void q1_0_prepare(const BlockQ8_0* x0, Prepared& p, size_t c0, size_t c1) {
         if (!std::isfinite(d[i])) finite[i / nbx] = 0;
     }
     if (q1_0_exact(p)) {
-        for (size_t i = 0; i < n; i += 4) exact_record(x + i, p.part<uint8_t>(5) + (first + i) / 4 * Q1_EXACT_REC);
+        for (size_t i = 0; i < n; i += 4)
+            exact_record(x + i, negt + i * 8, p.part<uint8_t>(5) + (first + i) / 4 * Q1_EXACT_REC);
         exact_columns(p.part<uint8_t>(5), nbx / 4, c0, c1, p.part<uint8_t>(6));
     }
 }
