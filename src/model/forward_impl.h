@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "core/aligned.h"
 #include "model/forward.h"
 #include "model/forward_gpu.h"
 #include "model/layer.h"
@@ -45,15 +46,15 @@ struct Model::Impl {
     std::unique_ptr<float[]> k32, v32;
 
     // Scratch for one chunk of up to MAX_BATCH (B) tokens, allocated once; token t's row at t·width.
-    std::vector<float> x;        // [B][n_embd] the residual stream
-    std::vector<float> xn;       // [B][n_embd] a normed x
-    std::vector<float> q;        // [B][n_head·head_dim] queries
-    std::vector<float> k, v;     // [B][n_head_kv·head_dim] this chunk's keys and values
-    std::vector<float> att;      // [B][n_head·head_dim] attention's output
-    std::vector<float> o;        // [B][n_embd] an output product, added to x
-    std::vector<float> g, u, h;  // [B][n_ff] gate, up, and SwiGLU(gate, up)
-    std::vector<float> rope_cs;  // [B][head_dim] each token's rope table (cos, sin pairs)
-    std::vector<uint8_t> att_scratch;  // [threads] attention's per-thread scratch
+    AlignedVector<float> x;        // [B][n_embd] the residual stream
+    AlignedVector<float> xn;       // [B][n_embd] a normed x
+    AlignedVector<float> q;        // [B][n_head·head_dim] queries
+    AlignedVector<float> k, v;     // [B][n_head_kv·head_dim] this chunk's keys and values
+    AlignedVector<float> att;      // [B][n_head·head_dim] attention's output
+    AlignedVector<float> o;        // [B][n_embd] an output product, added to x
+    AlignedVector<float> g, u, h;  // [B][n_ff] gate, up, and SwiGLU(gate, up)
+    AlignedVector<float> rope_cs;  // [B][head_dim] each token's rope table (cos, sin pairs)
+    AlignedVector<uint8_t> att_scratch;  // [threads] attention's per-thread scratch
     std::vector<float> batch_logits;  // a batched decode step's logits, one row per sequence
 
     // The card's forward pass, when one runs the decode. Then each cache holds what its device

@@ -9,7 +9,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include <vector>
 
 #include "core/f16.h"
 #include "quant/avx2.h"
@@ -65,13 +64,13 @@ void f16_rows_fast(const void* w, size_t cols, size_t r0, size_t r1, const void*
         return;
     }
     // Per worker thread, grown to the widest row seen: no allocation per chunk.
-    static thread_local std::vector<float> wf;
-    if (wf.size() < cols) wf.resize(cols);
+    static thread_local AlignedScratch wf_mem;
+    float* const wf = wf_mem.get<float>(cols);
     const float* xf = p.part<float>(0);
     for (size_t r = r0; r < r1; ++r) {
-        f16_to_f32_row(wh + r * cols, wf.data(), cols);
+        f16_to_f32_row(wh + r * cols, wf, cols);
         for (size_t c = 0; c < ncols; ++c)
-            y[c * ldy + r] = wide ? f16_dotf_avx512(cols, wf.data(), xf + c * cols) : dot_f(cols, wf.data(), xf + c * cols);
+            y[c * ldy + r] = wide ? f16_dotf_avx512(cols, wf, xf + c * cols) : dot_f(cols, wf, xf + c * cols);
     }
 }
 

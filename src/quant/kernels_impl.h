@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "core/aligned.h"
 #include "core/kernels.h"
 #include "quant/blocks.h"
 
@@ -16,6 +17,19 @@ namespace bankml::quant::detail {
 // A fast path's once-per-call data: the level its rows kernel runs at, and parts whose layout the
 // type's prepare function chooses (each type's fast file names its parts); nothing here is
 // specific to a type. The buffer only grows, so a caller that keeps one allocates once.
+// A thread's scratch memory, 64-byte aligned (contents unspecified; a larger request may move it).
+class AlignedScratch {
+public:
+    template <class T>
+    T* get(size_t n) {
+        if (buf_.size() < n * sizeof(T)) buf_.resize(n * sizeof(T));
+        return reinterpret_cast<T*>(buf_.data());
+    }
+
+private:
+    AlignedVector<uint8_t> buf_;
+};
+
 class Prepared {
 public:
     Isa isa = Isa::Scalar;

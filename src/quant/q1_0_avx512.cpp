@@ -65,16 +65,15 @@ namespace {
 template <int P>
 void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0* xb, size_t nbx, const float* xd,
            size_t ncols, float* y, size_t ldy) {
-    static thread_local std::vector<uint64_t> clear;
-    static thread_local std::vector<float> d0v;
-    if (clear.size() < P * nb * 4) clear.resize(P * nb * 4);
-    if (d0v.size() < P * nb * 16) d0v.resize(P * nb * 16);
+    static thread_local AlignedScratch clear_mem, d0v_mem;
+    uint64_t* const clear = clear_mem.get<uint64_t>(P * nb * 4);
+    float* const d0v = d0v_mem.get<float>(P * nb * 16);
     for (size_t g = r0; g < r1; g += 2 * P) {
         for (int j = 0; j < P; ++j) {
             const BlockQ1_0* ra = wb + (g + 2 * j < r1 ? g + 2 * j : r1 - 1) * nb;
             const BlockQ1_0* rb = wb + (g + 2 * j + 1 < r1 ? g + 2 * j + 1 : r1 - 1) * nb;
             for (size_t ib = 0; ib < nb; ++ib) {
-                _mm512_storeu_ps(d0v.data() + (j * nb + ib) * 16, pair_scales(ra[ib].d, rb[ib].d));
+                _mm512_storeu_ps(d0v + (j * nb + ib) * 16, pair_scales(ra[ib].d, rb[ib].d));
                 for (size_t k = 0; k < 4; ++k) {
                     uint32_t ba, bb;
                     std::memcpy(&ba, ra[ib].qs + 4 * k, 4);
@@ -85,7 +84,7 @@ void batch(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const BlockQ8_0
         }
         for (size_t c = 0; c < ncols; ++c) {
             float out[2 * P];
-            bw::decoded_rows<P>(nb, clear.data(), d0v.data(), xb + c * nbx, xd + c * nbx, out);
+            bw::decoded_rows<P>(nb, clear, d0v, xb + c * nbx, xd + c * nbx, out);
             for (size_t j = 0; j < 2 * P && g + j < r1; ++j) y[c * ldy + g + j] = out[j];
         }
     }
@@ -114,9 +113,9 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
     const uint8_t* finite = p.part<uint8_t>(4);
     constexpr int P = 2, C = 4;
     struct Scratch {
-        std::vector<uint64_t> bits;        // per group, pair, block and sub-block: both rows' 32 bits
-        std::vector<float> d0s;            // per group, pair and block: both rows' scales
-        std::vector<float> carry;          // per group and tile: the accumulators between ranges
+        AlignedScratch bits;               // per group, pair, block and sub-block: both rows' 32 bits
+        AlignedScratch d0s;                // per group, pair and block: both rows' scales
+        AlignedScratch carry;              // per group and tile: the accumulators between ranges
         std::vector<size_t> tiled, other;  // the columns the tiles take, and the others
         std::vector<const uint8_t*> xr;    // per tiled column: its records (Q1_TILE_REC)
     };
@@ -136,8 +135,9 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
     const size_t span_groups = spans ? SPAN_GROUPS : 1, range = spans ? TILE_BLOCKS : nb;
     const size_t ranges = (nb + range - 1) / range, span_rows = span_groups * 2 * P;
     const size_t gbits = P * nb * 4, gd0s = P * nb * 2, tcarry = P * C * 16;
-    if (s.bits.size() < span_groups * gbits) s.bits.resize(span_groups * gbits), s.d0s.resize(span_groups * gd0s);
-    if (ranges > 1 && s.carry.size() < span_groups * tiles * tcarry) s.carry.resize(span_groups * tiles * tcarry);
+    uint64_t* const bits_all = s.bits.get<uint64_t>(span_groups * gbits);
+    float* const d0s_all = s.d0s.get<float>(span_groups * gd0s);
+    float* const carry_all = ranges > 1 ? s.carry.get<float>(span_groups * tiles * tcarry) : nullptr;
     // Word w of two blocks' interleaved bits: block w / 16, sub-block w % 16 / 4, and of its four
     // words row A's two (w % 4 < 2) then row B's; source words 0-31 are row A's, 32-63 row B's.
     alignas(64) uint16_t bw[32], sw[32] = {0, 32, 9, 41};  // sw: A's scale, B's, then the next block's
@@ -157,8 +157,8 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
         // word permutation of the two rows' 36 bytes gives both blocks' interleaved bits, and
         // another their four scales.
         for (size_t gi = 0; gi < groups; ++gi) {
-            uint64_t* const bits = s.bits.data() + gi * gbits;
-            float* const d0s = s.d0s.data() + gi * gd0s;
+            uint64_t* const bits = bits_all + gi * gbits;
+            float* const d0s = d0s_all + gi * gd0s;
             for (int j = 0; j < P; ++j) {
                 const BlockQ1_0 *ra = row(s0 + gi * 2 * P, 2 * j), *rb = row(s0 + gi * 2 * P, 2 * j + 1);
                 size_t ib = 0;
@@ -190,9 +190,9 @@ void tiles_vnni(const BlockQ1_0* wb, size_t nb, size_t r0, size_t r1, const Bloc
                 const size_t n = std::min<size_t>(C, s.tiled.size() - t * C);
                 const uint8_t* const* xr = s.xr.data() + t * C;
                 for (size_t gi = 0; gi < groups; ++gi) {
-                    const uint64_t* bits = s.bits.data() + gi * gbits;
-                    const float* d0s = s.d0s.data() + gi * gd0s;
-                    float* carry = ranges > 1 ? s.carry.data() + (gi * tiles + t) * tcarry : nullptr;
+                    const uint64_t* bits = bits_all + gi * gbits;
+                    const float* d0s = d0s_all + gi * gd0s;
+                    float* carry = carry_all ? carry_all + (gi * tiles + t) * tcarry : nullptr;
                     vnni::Ahead ahead;
                     if (t == 0 && pf_bytes) {
                         const size_t call = ib0 / range * groups + gi;

@@ -506,12 +506,11 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
         if (twos_loop(c) && exact_loop(c)) any_exact = true;
         else (twos_loop(c) ? any_twos : any_signs) = true;
     }
-    static thread_local std::vector<uint8_t> masks, twos, paired;
-    static thread_local std::vector<float> d0s;
-    if (any_signs && masks.size() < 4 * nb * 128) masks.resize(4 * nb * 128);
-    if (any_twos && twos.size() < 4 * nb * 128) twos.resize(4 * nb * 128);
-    if (any_exact && paired.size() < 4 * nb * 128) paired.resize(4 * nb * 128);
-    if (d0s.size() < 4 * nb) d0s.resize(4 * nb);
+    static thread_local AlignedScratch masks_mem, twos_mem, paired_mem, d0s_mem;
+    uint8_t* const masks = any_signs ? masks_mem.get<uint8_t>(4 * nb * 128) : nullptr;
+    uint8_t* const twos = any_twos ? twos_mem.get<uint8_t>(4 * nb * 128) : nullptr;
+    uint8_t* const paired = any_exact ? paired_mem.get<uint8_t>(4 * nb * 128) : nullptr;
+    float* const d0s = d0s_mem.get<float>(4 * nb);
     const __m256i one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
     // exact_record's pairing straight from the bits: byte 4j + b of vector (p, h) is 2 where weight
     // 4j + 2h + b % 2 of sub-block 2p + b / 2 is set, that is bit 4(j % 2) + 2h + b % 2 of the
@@ -533,15 +532,15 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
                     for (size_t k = 0; k < 4; ++k) {
                         const size_t at = j * nb * 128 + ib * 128 + k * 32;
                         const __m256i sg = signs(row[ib].qs + 4 * k);
-                        if (any_signs) _mm256_storeu_si256((__m256i*)(masks.data() + at), sg);
-                        if (any_twos) _mm256_storeu_si256((__m256i*)(twos.data() + at), _mm256_add_epi8(sg, one));  // +1 -> 2, -1 -> 0
+                        if (any_signs) _mm256_storeu_si256((__m256i*)(masks + at), sg);
+                        if (any_twos) _mm256_storeu_si256((__m256i*)(twos + at), _mm256_add_epi8(sg, one));  // +1 -> 2, -1 -> 0
                     }
                 if (any_exact)
                     for (size_t pr = 0; pr < 2; ++pr) {
                         int64_t b8;
                         std::memcpy(&b8, row[ib].qs + 8 * pr, 8);
                         const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi64x(b8), pidx);
-                        uint8_t* at = paired.data() + j * nb * 128 + ib * 128 + pr * 64;
+                        uint8_t* at = paired + j * nb * 128 + ib * 128 + pr * 64;
                         for (size_t h = 0; h < 2; ++h)
                             _mm256_storeu_si256((__m256i*)(at + 32 * h),
                                                 _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, pbit[h]), pbit[h]), two));
@@ -552,15 +551,15 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
             float tail[4];
             float* out = g + 4 <= r1 ? y + c * ldy + g : tail;  // a whole group's outputs straight to y
             if (vnni && twos_loop(c))
-                dot4_vnni(nb, twos.data(), d0s.data(), xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
+                dot4_vnni(nb, twos, d0s, xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
             else if (twos_loop(c) && exact_loop(c) == Q1_EXACT_MAGIC)
-                dot4_exact<true>(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
+                dot4_exact<true>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, out);
             else if (twos_loop(c) && exact_loop(c))
-                dot4_exact<false>(nb, paired.data(), d0s.data(), exact + c * nb * Q1_EXACT_REC, out);
+                dot4_exact<false>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, out);
             else if (twos_loop(c))
-                dot4_ident(nb, twos.data(), d0s.data(), rec + c * nb * Q1_TILE_REC, out);
+                dot4_ident(nb, twos, d0s, rec + c * nb * Q1_TILE_REC, out);
             else
-                dot4_decoded(nb, masks.data(), d0s.data(), xb + c * nbx, xd + c * nbx, out);
+                dot4_decoded(nb, masks, d0s, xb + c * nbx, xd + c * nbx, out);
             if (out == tail)
                 for (size_t j = 0; g + j < r1; ++j) y[c * ldy + g + j] = tail[j];
         }
