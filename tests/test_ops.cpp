@@ -156,6 +156,33 @@ TEST(ops_rope_position_zero_is_identity_and_rotation_keeps_norm) {
     }
 }
 
+TEST(ops_rope_fast_path_bit_identical_to_reference) {
+    std::mt19937 rng(9);
+    // Heads of 128 and 64 (whole steps of eight pairs) and of 72 and 6 (a tail of pairs after them).
+    for (int n : {128, 64, 72, 6}) {
+        ops::Rope rope(n, 1e6f);
+        for (int64_t pos : {0, 1, 33, 4095, 40000}) {
+            std::vector<float> cs((size_t)n);
+            rope.cache(pos, cs.data());
+            if (pos == 33) cs = adversarial(rng, (size_t)n);  // any table, not only cos and sin
+            auto x = adversarial(rng, (size_t)n);
+            std::vector<float> a(x), b(x);
+            rope.apply(a.data(), cs.data());
+            {
+                FastOff off;
+                rope.apply(b.data(), cs.data());
+            }
+            if (!CHECK(same_bits(a, b))) bt::fail(__FILE__, __LINE__, "head " + std::to_string(n) + " pos " + std::to_string(pos));
+            const int h = n / 2;  // and each pair is the reference's expression
+            for (int i = 0; i < h; i++) {
+                CHECK_EQ(bits(b[i]), bits(std::fma(x[i], cs[2 * i], -(x[i + h] * cs[2 * i + 1]))));
+                CHECK_EQ(bits(b[i + h]), bits(std::fma(x[i], cs[2 * i + 1], x[i + h] * cs[2 * i])));
+            }
+        }
+    }
+    bt::fast_path_checked();
+}
+
 TEST(ops_v_expf_within_two_ulp_of_exp_and_flushes_like_ggml) {
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(-87.0f, 88.0f);
