@@ -99,27 +99,20 @@ BANKML_AVX2 static void exact_record(const BlockQ8_0* x, const int32_t* negt, ui
         m[k] = n[k] * (int64_t(1) << (n[k] ? e[k] - emin : 0));
         if (m[k] > 32767 || m[k] < -32767) return;
     }
-    // Per sub-block k and lane: L, the four quants' magnitudes' sum (|-128| = 128).
+    // Per lane: the bound Σ_k |M_k|·L_k (L: the four quants' magnitudes' sum, |-128| = 128) and
+    // -C = Σ_k M_k·(-T_k), in int32: each term is at most 32767·512 < 2^24 in magnitude.
     const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    __m256i q[4];
-    alignas(32) int32_t lk[4][8];
+    __m256i q[4], bound = _mm256_setzero_si256(), negc = _mm256_setzero_si256();
     for (size_t k = 0; k < 4; ++k) {
         q[k] = _mm256_loadu_si256((const __m256i*)x[k].qs);
-        _mm256_store_si256((__m256i*)lk[k], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q[k]), ones8), ones16));
+        const __m256i lk = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q[k]), ones8), ones16);
+        bound = _mm256_add_epi32(bound, _mm256_mullo_epi32(_mm256_set1_epi32(int32_t(m[k] < 0 ? -m[k] : m[k])), lk));
+        negc = _mm256_add_epi32(negc, _mm256_mullo_epi32(_mm256_set1_epi32(int32_t(m[k])),
+                                                         _mm256_loadu_si256((const __m256i*)(negt + k * 8))));
     }
-    int32_t negc[8];
-    uint8_t magic = 1;
-    for (size_t lane = 0; lane < 8; ++lane) {
-        int64_t bound = 0, c = 0;
-        for (size_t k = 0; k < 4; ++k) {
-            bound += (m[k] < 0 ? -m[k] : m[k]) * lk[k][lane];
-            c -= m[k] * negt[k * 8 + lane];
-        }
-        if (bound > (int64_t(1) << 24)) return;
-        if (bound >= (int64_t(1) << 22)) magic = 0;
-        negc[lane] = int32_t(-c);
-    }
-    std::memcpy(out, negc, 32);
+    if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(bound, _mm256_set1_epi32(1 << 24)))) return;
+    const uint8_t magic = _mm256_movemask_epi8(_mm256_cmpgt_epi32(bound, _mm256_set1_epi32((1 << 22) - 1))) == 0;
+    _mm256_storeu_si256((__m256i*)out, negc);
     for (size_t pr = 0; pr < 2; ++pr) {
         const uint32_t pair = uint32_t(uint16_t(int16_t(m[2 * pr]))) | uint32_t(uint16_t(int16_t(m[2 * pr + 1]))) << 16;
         std::memcpy(out + 32 + 4 * pr, &pair, 4);
