@@ -122,8 +122,9 @@ void Rope::cache(int64_t pos, float* cs) const {
     }
 }
 
-static void rope_ref(float* head, const float* cs, size_t half) {
-    for (size_t i = 0; i < half; i++) {
+// Pairs [i0, half) of a head.
+static void rope_pairs(float* head, const float* cs, size_t half, size_t i0) {
+    for (size_t i = i0; i < half; i++) {
         const float c = cs[2 * i], s = cs[2 * i + 1];
         const float x0 = head[i], x1 = head[i + half];
         // ggml's C++ is built with FMA contraction: GCC fuses the first product of each
@@ -132,6 +133,7 @@ static void rope_ref(float* head, const float* cs, size_t half) {
         head[i + half] = std::fma(x0, s, x1 * c);
     }
 }
+static void rope_ref(float* head, const float* cs, size_t half) { rope_pairs(head, cs, half, 0); }
 
 #if BANKML_OPS_X86
 // rope_ref eight pairs at a time, lane by lane the same multiply, negation and fma.
@@ -148,13 +150,7 @@ BANKML_AVX2 static void rope_avx2(float* head, const float* cs, size_t half) {
         _mm256_storeu_ps(head + i, _mm256_fmadd_ps(x0, c, _mm256_xor_ps(_mm256_mul_ps(x1, s), sign)));
         _mm256_storeu_ps(head + i + half, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)));
     }
-    // The last pairs, each against the second half's own element.
-    for (; i < half; i++) {
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        const float x0 = head[i], x1 = head[i + half];
-        head[i] = std::fma(x0, c, -(x1 * s));
-        head[i + half] = std::fma(x0, s, x1 * c);
-    }
+    rope_pairs(head, cs, half, i);
 }
 #endif
 

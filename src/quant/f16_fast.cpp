@@ -9,7 +9,6 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-
 #include "core/f16.h"
 #include "quant/avx2.h"
 #include "quant/kernels_impl.h"

@@ -14,9 +14,6 @@
 
 namespace bankml::quant::detail {
 
-// A fast path's once-per-call data: the level its rows kernel runs at, and parts whose layout the
-// type's prepare function chooses (each type's fast file names its parts); nothing here is
-// specific to a type. The buffer only grows, so a caller that keeps one allocates once.
 // A thread's scratch memory, 64-byte aligned (contents unspecified; a larger request may move it).
 class AlignedScratch {
 public:
@@ -30,6 +27,9 @@ private:
     AlignedVector<uint8_t> buf_;
 };
 
+// A fast path's once-per-call data: the level its rows kernel runs at, and parts whose layout the
+// type's prepare function chooses (each type's fast file names its parts); nothing here is
+// specific to a type. The buffer only grows, so a caller that keeps one allocates once.
 class Prepared {
 public:
     Isa isa = Isa::Scalar;
@@ -43,14 +43,13 @@ public:
             off_[i++] = off;
             off += (b + 63) & ~size_t(63);
         }
-        if (buf_.size() < off + 64) buf_.resize(off + 64);
-        base_ = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(buf_.data()) + 63) & ~uintptr_t(63));
+        base_ = buf_.get<uint8_t>(off);
     }
     template <class T>
     T* part(size_t i) const { return reinterpret_cast<T*>(base_ + off_[i]); }
 
 private:
-    std::vector<uint8_t> buf_;
+    AlignedScratch buf_;
     uint8_t* base_ = nullptr;
     std::vector<size_t> off_;
 };
