@@ -336,29 +336,34 @@ BANKML_AVX2 static inline __m256i exact_pair(const uint8_t* a, const uint8_t* q,
 // With Magic (every block's bound under 2^22, the lanes MAGIC_BITS - C: exact_columns), the int32
 // sum is already the bits of the f32 MAGIC + S, and fma(f, u, -MAGIC·u) = S·u exactly (one rounding
 // of a representable value): one fma in place of the conversion and the multiply.
+//
+// `n` neighbouring columns of that loop in one call (their records nb·Q1_EXACT_REC bytes apart,
+// their four outputs `ldo` floats apart): one call and loop set-up for a run of columns.
 template <bool Magic>
 BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const uint8_t* paired, const float* d0s,
-                                                             const uint8_t* exact, float* out) {
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+                                                             const uint8_t* exact, size_t n, float* out, size_t ldo) {
     const size_t mstride = nb * 128;
-    for (size_t ib = 0; ib < nb; ++ib) {
-        const uint8_t* e = exact + ib * Q1_EXACT_REC;
-        int32_t mp[2];
-        std::memcpy(mp, e + 32, 8);
-        const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
-        const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
-        const __m256 nmu = _mm256_broadcast_ss((const float*)(e + 56));
+    for (size_t c = 0; c < n; ++c, exact += nb * Q1_EXACT_REC, out += ldo) {
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (size_t ib = 0; ib < nb; ++ib) {
+            const uint8_t* e = exact + ib * Q1_EXACT_REC;
+            int32_t mp[2];
+            std::memcpy(mp, e + 32, 8);
+            const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
+            const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
+            const __m256 nmu = _mm256_broadcast_ss((const float*)(e + 56));
 #pragma GCC unroll 4
-        for (size_t j = 0; j < 4; ++j) {
-            const uint8_t* a = paired + j * mstride + ib * 128;
-            const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
-                                               _mm256_add_epi32(exact_pair(a, e + 64, m01), exact_pair(a + 64, e + 128, m23)));
-            const __m256 ab = Magic ? _mm256_fmadd_ps(_mm256_castsi256_ps(s), u, nmu) : _mm256_mul_ps(_mm256_cvtepi32_ps(s), u);
-            acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab, acc[j]);
+            for (size_t j = 0; j < 4; ++j) {
+                const uint8_t* a = paired + j * mstride + ib * 128;
+                const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
+                                                   _mm256_add_epi32(exact_pair(a, e + 64, m01), exact_pair(a + 64, e + 128, m23)));
+                const __m256 ab = Magic ? _mm256_fmadd_ps(_mm256_castsi256_ps(s), u, nmu) : _mm256_mul_ps(_mm256_cvtepi32_ps(s), u);
+                acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab, acc[j]);
+            }
         }
-    }
 #pragma GCC unroll 4
-    for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+        for (size_t j = 0; j < 4; ++j) out[j] = hsum(acc[j]);
+    }
 }
 
 // The identity loop for one column (decode), R rows at a time (each quant load serves them all),
@@ -493,11 +498,20 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
     // Several columns: decode four rows' sign bits once (32 sign bytes per 32 weights, the a-bytes
     // 2/0 for the VNNI and identity loops, and the same paired for the exact blocks) and run every
     // column over them; a short last group repeats its last row.
-    auto exact_loop = [&](size_t c) { return exact ? exact_kind[c] : uint8_t(Q1_EXACT_NONE); };
+    // Each column's loop, chosen once a call; neighbouring columns of an exact loop run in one call.
+    enum class Loop : uint8_t { vnni, magic, cvt, ident, decoded };
+    static thread_local AlignedScratch loop_mem;
+    Loop* const loop_of = loop_mem.get<Loop>(ncols);
     bool any_twos = false, any_signs = false, any_exact = false;
     for (size_t c = 0; c < ncols; ++c) {
-        if (twos_loop(c) && exact_loop(c)) any_exact = true;
-        else (twos_loop(c) ? any_twos : any_signs) = true;
+        const uint8_t kind = exact ? exact_kind[c] : uint8_t(Q1_EXACT_NONE);
+        loop_of[c] = !twos_loop(c)                 ? Loop::decoded
+                     : vnni                        ? Loop::vnni
+                     : kind == Q1_EXACT_MAGIC      ? Loop::magic
+                     : kind != Q1_EXACT_NONE       ? Loop::cvt
+                                                   : Loop::ident;
+        if (loop_of[c] == Loop::magic || loop_of[c] == Loop::cvt) any_exact = true;
+        else (loop_of[c] == Loop::decoded ? any_signs : any_twos) = true;
     }
     static thread_local AlignedScratch masks_mem, twos_mem, paired_mem, d0s_mem;
     uint8_t* const masks = any_signs ? masks_mem.get<uint8_t>(4 * nb * 128) : nullptr;
@@ -540,20 +554,22 @@ BANKML_AVX2 static void rows_avx2(const BlockQ1_0* wb, size_t cols, size_t r0, s
                     }
             }
         }
-        for (size_t c = 0; c < ncols; ++c) {
+        const bool whole = g + 4 <= r1;
+        for (size_t c = 0, end; c < ncols; c = end) {
             float tail[4];
-            float* out = g + 4 <= r1 ? y + c * ldy + g : tail;  // a whole group's outputs straight to y
-            if (vnni && twos_loop(c))
-                dot4_vnni(nb, twos, d0s, xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out);
-            else if (twos_loop(c) && exact_loop(c) == Q1_EXACT_MAGIC)
-                dot4_exact<true>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, out);
-            else if (twos_loop(c) && exact_loop(c))
-                dot4_exact<false>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, out);
-            else if (twos_loop(c))
-                dot4_ident(nb, twos, d0s, rec + c * nb * Q1_TILE_REC, out);
-            else
-                dot4_decoded(nb, masks, d0s, xb + c * nbx, xd + c * nbx, out);
-            if (out == tail)
+            float* out = whole ? y + c * ldy + g : tail;  // a whole group's outputs straight to y
+            const Loop loop = loop_of[c];
+            end = c + 1;
+            if (whole && (loop == Loop::magic || loop == Loop::cvt))
+                while (end < ncols && loop_of[end] == loop) ++end;
+            switch (loop) {
+                case Loop::vnni: dot4_vnni(nb, twos, d0s, xb + c * nbx, negt + c * nbx * 8, xd + c * nbx, out); break;
+                case Loop::magic: dot4_exact<true>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, end - c, out, ldy); break;
+                case Loop::cvt: dot4_exact<false>(nb, paired, d0s, exact + c * nb * Q1_EXACT_REC, end - c, out, ldy); break;
+                case Loop::ident: dot4_ident(nb, twos, d0s, rec + c * nb * Q1_TILE_REC, out); break;
+                case Loop::decoded: dot4_decoded(nb, masks, d0s, xb + c * nbx, xd + c * nbx, out); break;
+            }
+            if (!whole)
                 for (size_t j = 0; g + j < r1; ++j) y[c * ldy + g + j] = tail[j];
         }
     }
