@@ -7,7 +7,7 @@
 # The loops are standalone copies of the steps, not bankml's kernels (src/quant/q1_0_fast.cpp):
 #   magic   bankml's exact loop over four rows and one column: per row and block four vpmaddubsw
 #           of the paired a-bytes and quants, two int16 adds, two vpmaddwd by the scales' pairs,
-#           two int32 adds, fma(f, u, -MAGIC*u), fma(d0, ab, acc);
+#           two int32 adds, f + -MAGIC*u, fma(d0, ab, acc);
 #   bytes   the same loads and four vpmaddubsw with int16 adds only (the byte products alone:
 #           128 of them need four vpmaddubsw whatever else the loop does);
 #   tables  a table-lookup form (as T-MAC): per column, lane and sub-block a 16-entry table of the
@@ -17,7 +17,7 @@
 #   ggml    ggml's AVX2 vec_dot_q1_0_q8_0 steps per sub-block of 32 (one row, one column): bits to
 #           bytes (broadcast, pshufb, and, cmpeq), sign (xor, sub), vpmaddubsw, vpmaddwd, cvt, fma.
 # The clock comes from a chain of dependent register adds (one a cycle). The lanes start at the
-# bits of 1.5*2^23 less a small C, as bankml's do, so no float step meets a subnormal (which costs
+# bits of 1.5*2^23*u less a small C, as bankml's do, so no float step meets a subnormal (which costs
 # a microcode assist on some cores).
 set -eu
 CXX=${1:-${CXX:-g++}}
@@ -64,13 +64,13 @@ __attribute__((noinline)) static void magic(const uint8_t* a, const float* d0, c
         int32_t mp[2];
         std::memcpy(mp, e + 32, 8);
         const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
-        const __m256 u = _mm256_broadcast_ss((const float*)(e + 48)), nmu = _mm256_broadcast_ss((const float*)(e + 56));
+        const __m256 nmu = _mm256_broadcast_ss((const float*)(e + 56));
 #pragma GCC unroll 4
         for (size_t j = 0; j < 4; ++j) {
             const uint8_t* r = a + j * NB * 128 + ib * 128;
             const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
                                                _mm256_add_epi32(pair_terms(r, e + 64, m01), pair_terms(r + 64, e + 128, m23)));
-            const __m256 ab = _mm256_fmadd_ps(_mm256_castsi256_ps(s), u, nmu);
+            const __m256 ab = _mm256_add_ps(_mm256_castsi256_ps(s), nmu);
             acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0[j * NB + ib]), ab, acc[j]);
         }
     }
@@ -187,7 +187,7 @@ int main() {
     for (size_t i = 0; i < NB * REC; ++i) rec[i] = uint8_t(std::rand() & 0x3f);
     for (size_t ib = 0; ib < NB; ++ib)
         for (size_t lane = 0; lane < 8; ++lane) {
-            const int32_t v = 0x4B400000 - (std::rand() & 0xfff);
+            const int32_t v = 0x4B400000 - (10 << 23) - (std::rand() & 0xfff);
             std::memcpy(rec + ib * REC + 4 * lane, &v, 4);
         }
     for (size_t i = 0; i < NB * 128; ++i) q[i] = int8_t(std::rand());

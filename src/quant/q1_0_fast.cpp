@@ -130,7 +130,8 @@ BANKML_AVX2 static void exact_record(const BlockQ8_0* x, const int32_t* negt, ui
 }
 
 // Per column of [c0, c1) which exact loop its blocks allow (part 6); a column takes the magic one
-// only where every block does, and then its lanes become MAGIC_BITS - C.
+// only where every block does, and then each block's lanes become the bits of MAGIC·u less C
+// (MAGIC·u = -(the record's -MAGIC·u), a normal f32 for every u a record holds: 2^-24 <= u <= 2^5).
 static void exact_columns(uint8_t* rec, size_t nb, size_t c0, size_t c1, uint8_t* kind) {
     for (size_t c = c0; c < c1; ++c) {
         uint8_t* col = rec + c * nb * Q1_EXACT_REC;
@@ -140,9 +141,10 @@ static void exact_columns(uint8_t* rec, size_t nb, size_t c0, size_t c1, uint8_t
         if (kind[c] == Q1_EXACT_MAGIC)
             for (size_t ib = 0; ib < nb; ++ib)
                 for (size_t lane = 0; lane < 8; ++lane) {
-                    int32_t v;
+                    int32_t v, magic_u;
                     std::memcpy(&v, col + ib * Q1_EXACT_REC + 4 * lane, 4);
-                    v += Q1_MAGIC_BITS;
+                    std::memcpy(&magic_u, col + ib * Q1_EXACT_REC + 56, 4);
+                    v += magic_u & 0x7fffffff;
                     std::memcpy(col + ib * Q1_EXACT_REC + 4 * lane, &v, 4);
                 }
     }
@@ -333,9 +335,11 @@ BANKML_AVX2 static inline __m256i exact_pair(const uint8_t* a, const uint8_t* q,
 // 2·sum - T is not the reference's wrapped sum); a column with any other block runs dot4_ident
 // whole. Not inlined: inside rows_avx2 its accumulators went to memory.
 //
-// With Magic (every block's bound under 2^22, the lanes MAGIC_BITS - C: exact_columns), the int32
-// sum is already the bits of the f32 MAGIC + S, and fma(f, u, -MAGIC·u) = S·u exactly (one rounding
-// of a representable value): one fma in place of the conversion and the multiply.
+// With Magic (every block's bound under 2^22, the lanes the bits of MAGIC·u less C: exact_columns),
+// the int32 sum is already the bits of the f32 (MAGIC + S)·u (the binade [2^23·u, 2^24·u) steps by
+// u), and f + -MAGIC·u = S·u exactly (one rounding of a representable value; a zero is +0, whose
+// sign cannot reach the output, as in dot4_ident): one add in place of the conversion and the
+// multiply, and off the multiply ports that the byte products and the fma share.
 //
 // `n` neighbouring columns of that loop in one call (their records nb·Q1_EXACT_REC bytes apart,
 // their four outputs `ldo` floats apart): one call and loop set-up for a run of columns.
@@ -350,14 +354,14 @@ BANKML_AVX2 __attribute__((noinline)) static void dot4_exact(size_t nb, const ui
             int32_t mp[2];
             std::memcpy(mp, e + 32, 8);
             const __m256i m01 = _mm256_set1_epi32(mp[0]), m23 = _mm256_set1_epi32(mp[1]);
-            const __m256 u = _mm256_broadcast_ss((const float*)(e + 48));
-            const __m256 nmu = _mm256_broadcast_ss((const float*)(e + 56));
+            const __m256 u_or_nmu = _mm256_broadcast_ss((const float*)(e + (Magic ? 56 : 48)));
 #pragma GCC unroll 4
             for (size_t j = 0; j < 4; ++j) {
                 const uint8_t* a = paired + j * mstride + ib * 128;
                 const __m256i s = _mm256_add_epi32(_mm256_load_si256((const __m256i*)e),
                                                    _mm256_add_epi32(exact_pair(a, e + 64, m01), exact_pair(a + 64, e + 128, m23)));
-                const __m256 ab = Magic ? _mm256_fmadd_ps(_mm256_castsi256_ps(s), u, nmu) : _mm256_mul_ps(_mm256_cvtepi32_ps(s), u);
+                const __m256 ab = Magic ? _mm256_add_ps(_mm256_castsi256_ps(s), u_or_nmu)
+                                        : _mm256_mul_ps(_mm256_cvtepi32_ps(s), u_or_nmu);
                 acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(d0s[j * nb + ib]), ab, acc[j]);
             }
         }
