@@ -826,7 +826,7 @@ TEST(quant_q1_0_batch_zero_sums_and_nonfinite_scales) {
 TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
     if (!isa_supported(Isa::Avx2)) SKIP("avx2", "no AVX2/FMA/F16C: the Q1_0 avx2 loops cannot run on this CPU");
     std::mt19937 g(91);
-    const size_t rows = 23, cols = 1024, ncols = 8, nb = cols / QK1_0, nbx = cols / QK8_0;
+    const size_t rows = 23, cols = 1024, ncols = 9, nb = cols / QK1_0, nbx = cols / QK8_0;
     auto w = rand_weights(g, Type::Q1_0, rows, cols, Regime::Random);
     std::vector<BlockQ8_0> x(ncols * nbx);
     for (auto& b : x) {  // narrow: scales in [0.5, 1), quants in [-127, 127]
@@ -866,10 +866,15 @@ TEST(quant_q1_0_avx2_exact_blocks_equal_reference) {
         for (size_t e = 0; e < 4; ++e) block(col, 1)[0].qs[e] = col == 7 && e == 0 ? 63 : 64, block(col, 1)[1].qs[e] = 0;
     }
     block(6, 1)[1].qs[0] = 1;
+    // The magic loop's largest and smallest unit in one column: four scales of 65504 (u = 2^5,
+    // bound 4·2047·508 < 2^22), then subnormal ones (u = 2^-24).
+    scales(8, 0, {0x7bff, 0x7bff, 0x7bff, 0x7bff});
+    scales(8, 1, {0x0001, 0x0003, 0x0002, 0x0001});
     detail::Prepared p;
     detail::q1_0_prepare(x.data(), cols, ncols, p, Isa::Avx2);
     const uint8_t want_kind[] = {detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_CVT, detail::Q1_EXACT_NONE,
-                                 detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_NONE, detail::Q1_EXACT_CVT, detail::Q1_EXACT_MAGIC};
+                                 detail::Q1_EXACT_MAGIC, detail::Q1_EXACT_NONE, detail::Q1_EXACT_CVT, detail::Q1_EXACT_MAGIC,
+                                 detail::Q1_EXACT_MAGIC};
     for (size_t col = 0; col < ncols; ++col)
         if (!CHECK(p.part<uint8_t>(6)[col] == want_kind[col]))
             bt::fail(__FILE__, __LINE__, "column " + std::to_string(col) + " kind " + std::to_string(p.part<uint8_t>(6)[col]));
