@@ -139,14 +139,17 @@ static void exact_columns(uint8_t* rec, size_t nb, size_t c0, size_t c1, uint8_t
         for (size_t ib = 0; ib < nb; ++ib) ok &= col[ib * Q1_EXACT_REC + 52], magic &= col[ib * Q1_EXACT_REC + 53];
         kind[c] = !ok ? Q1_EXACT_NONE : magic ? Q1_EXACT_MAGIC : Q1_EXACT_CVT;
         if (kind[c] == Q1_EXACT_MAGIC)
-            for (size_t ib = 0; ib < nb; ++ib)
+            for (size_t ib = 0; ib < nb; ++ib) {
+                int32_t magic_u;
+                std::memcpy(&magic_u, col + ib * Q1_EXACT_REC + 56, 4);
+                magic_u &= 0x7fffffff;
                 for (size_t lane = 0; lane < 8; ++lane) {
-                    int32_t v, magic_u;
+                    int32_t v;
                     std::memcpy(&v, col + ib * Q1_EXACT_REC + 4 * lane, 4);
-                    std::memcpy(&magic_u, col + ib * Q1_EXACT_REC + 56, 4);
-                    v += magic_u & 0x7fffffff;
+                    v += magic_u;
                     std::memcpy(col + ib * Q1_EXACT_REC + 4 * lane, &v, 4);
                 }
+            }
     }
 }
 
