@@ -12,8 +12,8 @@
 #           128 of them need four vpmaddubsw whatever else the loop does);
 #   tables  a table-lookup form (as T-MAC): per column, lane and sub-block a 16-entry table of the
 #           four quants' signed sums (low and high bytes), looked up by 32 rows' 4-bit weight
-#           groups with vpshufb, unpacked to int16 pairs, vpmaddwd by the scales' pairs, the same
-#           two fma per row and lane;
+#           groups with vpshufb, unpacked to int16 pairs, vpmaddwd by the scales' pairs, then the
+#           magic loop's add and fma per row and lane;
 #   ggml    ggml's AVX2 vec_dot_q1_0_q8_0 steps per sub-block of 32 (one row, one column): bits to
 #           bytes (broadcast, pshufb, and, cmpeq), sign (xor, sub), vpmaddubsw, vpmaddwd, cvt, fma.
 # The clock comes from a chain of dependent register adds (one a cycle). The lanes start at the
@@ -46,6 +46,9 @@ template <typename F> static double ns_per(long n, F f) {
 #define X8(op) op "%%ymm8,%%ymm9,%%ymm0\n\t" op "%%ymm8,%%ymm9,%%ymm1\n\t" op "%%ymm8,%%ymm9,%%ymm2\n\t" op \
     "%%ymm8,%%ymm9,%%ymm3\n\t" op "%%ymm8,%%ymm9,%%ymm4\n\t" op "%%ymm8,%%ymm9,%%ymm5\n\t" op               \
     "%%ymm8,%%ymm9,%%ymm6\n\t" op "%%ymm8,%%ymm9,%%ymm7\n\t"
+#define X4PAIR(a, b) a "%%ymm8,%%ymm9,%%ymm0\n\t" b "%%ymm8,%%ymm9,%%ymm1\n\t" a "%%ymm8,%%ymm9,%%ymm2\n\t" b \
+    "%%ymm8,%%ymm9,%%ymm3\n\t" a "%%ymm8,%%ymm9,%%ymm4\n\t" b "%%ymm8,%%ymm9,%%ymm5\n\t" a                 \
+    "%%ymm8,%%ymm9,%%ymm6\n\t" b "%%ymm8,%%ymm9,%%ymm7\n\t"
 #define CLOBBER "ymm0", "ymm1", "ymm2", "ymm3", "ymm4", "ymm5", "ymm6", "ymm7"
 alignas(64) static char line[256];
 
@@ -95,7 +98,7 @@ __attribute__((noinline)) static void bytes(const uint8_t* a, const uint8_t* rec
 }
 
 // Per block: idx[32 (sub-block, lane)][32 rows] 4-bit groups (1 KB), tabs[32][low, high][32] (2 KB),
-// blk: the two scale pairs, eight lanes' -C, u, -MAGIC*u.
+// blk: the two scale pairs, eight lanes' start (the bits of MAGIC*u less C), -, -MAGIC*u.
 __attribute__((noinline)) static void tables(const uint8_t* idx, const uint8_t* tabs, const int32_t* blk, const float* d0, float* out) {
     for (int j = 0; j < 8; ++j) {
         __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -123,10 +126,10 @@ __attribute__((noinline)) static void tables(const uint8_t* idx, const uint8_t* 
                 for (int r = 0; r < 4; ++r) s[r] = p == 0 ? t[r] : _mm256_add_epi32(s[r], t[r]);
             }
             const __m256i c = _mm256_set1_epi32(B[2 + j]);
-            const __m256 u = _mm256_broadcast_ss((const float*)(B + 10)), nmu = _mm256_broadcast_ss((const float*)(B + 11));
+            const __m256 nmu = _mm256_broadcast_ss((const float*)(B + 11));
 #pragma GCC unroll 4
             for (int r = 0; r < 4; ++r) {
-                const __m256 ab = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_add_epi32(s[r], c)), u, nmu);
+                const __m256 ab = _mm256_add_ps(_mm256_castsi256_ps(_mm256_add_epi32(s[r], c)), nmu);
                 acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(d0 + ib * 32 % 64 + r * 8), ab, acc[r]);
             }
         }
@@ -174,9 +177,18 @@ int main() {
     std::printf("  vpmaddwd       %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vpmaddwd ") ::: CLOBBER); }) / cycle);
     std::printf("  vfmadd231ps    %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vfmadd231ps ") ::: CLOBBER); }) / cycle);
     std::printf("  vpaddd         %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vpaddd ") ::: CLOBBER); }) / cycle);
+    std::printf("  vpsadbw        %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vpsadbw ") ::: CLOBBER); }) / cycle);
+    std::printf("  vpshufb        %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vpshufb ") ::: CLOBBER); }) / cycle);
+    std::printf("  vpunpcklbw     %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(X8("vpunpcklbw ") ::: CLOBBER); }) / cycle);
+    // Pairs: as fast as one of the two alone where they share their pipes.
     std::printf("  4 vpmaddubsw + 4 vfmadd231ps  %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(
-        "vpmaddubsw %%ymm8,%%ymm9,%%ymm0\n\tvfmadd231ps %%ymm8,%%ymm9,%%ymm1\n\tvpmaddubsw %%ymm8,%%ymm9,%%ymm2\n\tvfmadd231ps %%ymm8,%%ymm9,%%ymm3\n\t"
-        "vpmaddubsw %%ymm8,%%ymm9,%%ymm4\n\tvfmadd231ps %%ymm8,%%ymm9,%%ymm5\n\tvpmaddubsw %%ymm8,%%ymm9,%%ymm6\n\tvfmadd231ps %%ymm8,%%ymm9,%%ymm7" ::: CLOBBER); }) / cycle);
+        X4PAIR("vpmaddubsw ", "vfmadd231ps ") ::: CLOBBER); }) / cycle);
+    std::printf("  4 vpmaddubsw + 4 vpsadbw      %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(
+        X4PAIR("vpmaddubsw ", "vpsadbw ") ::: CLOBBER); }) / cycle);
+    std::printf("  4 vpmaddubsw + 4 vpshufb      %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(
+        X4PAIR("vpmaddubsw ", "vpshufb ") ::: CLOBBER); }) / cycle);
+    std::printf("  4 vpmaddubsw + 4 vpunpcklbw   %.2f\n", ns_per(n, [](long n) { for (long i = 0; i < n; ++i) asm volatile(
+        X4PAIR("vpmaddubsw ", "vpunpcklbw ") ::: CLOBBER); }) / cycle);
 
     auto* a = static_cast<uint8_t*>(std::aligned_alloc(64, 4 * NB * 128));
     auto* rec = static_cast<uint8_t*>(std::aligned_alloc(64, NB * REC));
@@ -211,8 +223,7 @@ int main() {
     for (size_t i = 0; i < NB * 2048; ++i) tabs[i] = uint8_t(std::rand());
     for (size_t ib = 0; ib < NB; ++ib) {
         for (size_t i = 0; i < 2; ++i) blk[ib * 16 + i] = std::rand() & 0xfff;
-        for (size_t i = 2; i < 10; ++i) blk[ib * 16 + i] = 0x4B400000 - (std::rand() & 0xfff);
-        std::memcpy(blk + ib * 16 + 10, rec + ib * REC + 48, 4);
+        for (size_t i = 2; i < 10; ++i) blk[ib * 16 + i] = 0x4B400000 - (10 << 23) - (std::rand() & 0xfff);
         std::memcpy(blk + ib * 16 + 11, rec + ib * REC + 56, 4);
     }
     std::printf("  tables %.2f\n", ns_per(calls / 4, [&](long n) { for (long i = 0; i < n; ++i) { tables(idx, tabs, blk, d0, out); sink = out[i & 31]; } }) / (32.0 * NB) / cycle);
