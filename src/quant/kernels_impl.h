@@ -71,11 +71,12 @@ inline constexpr size_t Q1_TILE_REC = 320;
 // The avx2 level's exact blocks (q1_0_prepare's part 5, several columns): per column and weight
 // block, Q1_EXACT_REC bytes holding at 0 eight int32 lanes -C (in a column of kind
 // Q1_EXACT_MAGIC, the bits of MAGIC·u less C: the binade of MAGIC·u steps by u), at 32 two int32
-// words holding the int16 pairs (M_0, M_1) and (M_2, M_3) (M_0 and M_2 in the low halves), at 48 the f32 u, at 52 a byte that is 1 where the block
-// qualifies, at 53 one that is 1 where its lanes' bound is under 2^22 as well, at 56 the f32
-// -MAGIC·u, and at 64 the block's quants paired across sub-blocks (four vectors of 32 bytes; see
-// q1_0_fast.cpp's exact_record for what these are and when). Part 6 holds a byte per column: the
-// kind of loop its blocks allow.
+// words holding the int16 pairs (M_0, M_1) and (M_2, M_3) (M_0 and M_2 in the low halves), at 48
+// the f32 u (the converting loop's multiplier), at 52 a byte that is 1 where the block qualifies,
+// at 53 one that is 1 where its lanes' bound is under 2^22 as well, at 56 the f32 -MAGIC·u (the
+// magic loop's addend), and at 64 the block's quants paired across sub-blocks (four vectors of 32
+// bytes; see q1_0_fast.cpp's exact_record for what these are and when). Part 6 holds a byte per
+// column: the kind of loop its blocks allow.
 inline constexpr size_t Q1_EXACT_REC = 192;
 enum : uint8_t { Q1_EXACT_NONE = 0, Q1_EXACT_CVT = 1, Q1_EXACT_MAGIC = 2 };
 
